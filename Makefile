@@ -1,0 +1,55 @@
+# Hermes Web. `make run` and `make test` work on a fresh machine (Python 3.11 + venv).
+PY      := .venv/bin/python
+PIP     := .venv/bin/pip
+HOST    ?= 127.0.0.1
+PORT    ?= 8000
+PYTEST_ARGS ?=
+
+.PHONY: run up test test-fast test-embedded bench bench-cache bench-context install migrate demo-user clean
+
+.venv/.installed: requirements.txt
+	python3 -m venv .venv
+	$(PIP) install --quiet --upgrade pip
+	$(PIP) install --quiet -r requirements.txt
+	touch .venv/.installed
+
+install: .venv/.installed
+
+migrate: install
+	$(PY) manage.py migrate --noinput
+
+demo-user: migrate
+	$(PY) manage.py demo_user
+
+## make run: embedded mode (SQLite, in-process worker and provider simulator) on 127.0.0.1:8000
+run: demo-user
+	@echo ""
+	@echo "  Hermes Web is starting at http://$(HOST):$(PORT)/  (embedded mode, simulated model)"
+	@echo ""
+	$(PY) -m daphne -b $(HOST) -p $(PORT) hermes_web.asgi:application
+
+## make up: services mode (needs DATABASE_URL and REDIS_URL): web, worker, beat, simulator
+up: migrate
+	$(PY) manage.py demo_user
+	.venv/bin/honcho start
+
+## make test: the whole suite (pytest). CI sets DATABASE_URL and REDIS_URL for PostgreSQL/Redis.
+test: install
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+## the fast part (no browser), used by CI for the embedded (SQLite) run
+test-fast: install
+	$(PY) -m pytest -q -m "not browser and not services" $(PYTEST_ARGS)
+
+bench: install
+	$(PY) benchmarks/bench_overhead.py
+	$(PY) benchmarks/bench_stream.py
+
+bench-cache: install
+	$(PY) benchmarks/bench_cache.py
+
+bench-context: install
+	$(PY) benchmarks/bench_context.py
+
+clean:
+	rm -rf var .pytest_cache .hypothesis

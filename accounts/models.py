@@ -1,0 +1,38 @@
+"""Team and Membership. A user's team admins may review that user's sessions and approvals."""
+
+from django.conf import settings
+from django.db import models
+
+
+class Team(models.Model):
+    """A group of users; its admins review approvals raised by its members."""
+
+    name = models.CharField(max_length=100, unique=True)
+    # Risk classes (agents/policy.py Decision.risk_class) that only a team admin may approve,
+    # so a member cannot approve their own request for them.
+    admin_only_risk_classes = models.JSONField(default=list, blank=True)
+    deny_rules = models.JSONField(default=list, blank=True,
+                                  help_text="Command patterns denied for every member.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Membership(models.Model):
+    """One user's place in one team."""
+
+    class Role(models.TextChoices):
+        MEMBER = "member", "Member"
+        ADMIN = "admin", "Admin"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                             related_name="memberships")
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "team"], name="uniq_membership")]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.team} ({self.role})"

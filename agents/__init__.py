@@ -1,0 +1,68 @@
+"""Hermes Web's harness: the code between a language model and the world.
+
+Plain Python; never imports django (tests/test_architecture.py enforces it). The seams are
+the Protocols below; the value objects live in ``agents.messages``.
+
+- ``Transport``: one provider wire format (agents/transports/).
+- ``EventSink``: where the loop reports progress and stores messages (the Django side
+  implements it in sessions/sink.py, writing rows under the turn lease).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Protocol
+
+from agents.messages import Message, ModelRequest, ModelResponse, ToolCall, Usage
+
+
+class Transport(Protocol):
+    """Adapter for one provider wire format (Anthropic Messages, OpenAI chat completions).
+
+    ``profile`` is the agents.providers.ProviderProfile it talks to.
+    """
+
+    profile: object
+
+    def build_payload(self, request: ModelRequest) -> dict:
+        """The exact JSON body that ``complete`` would send (cache markers rendered). Used by
+        the token estimator so it measures what is really sent."""
+        ...
+
+    def complete(self, request: ModelRequest, *, on_text: Callable[[str], None],
+                 should_stop: Callable[[], bool] = lambda: False) -> ModelResponse:
+        """Send ``request`` with streaming; call ``on_text`` with each text delta.
+
+        Raises agents.errors.TransportError (with a ClassifiedError) after the transport's
+        own retry policy is spent, and agents.errors.TurnCancelled if ``should_stop`` turns
+        true mid-stream (the partial visible text is then on the exception as ``.partial``).
+        """
+        ...
+
+
+class EventSink(Protocol):
+    """What the loop tells the outside world. Every method may raise LeaseLost."""
+
+    def message_added(self, message: Message) -> Message:
+        """Persist ``message`` (in a transaction under the turn lease); return it with id."""
+        ...
+
+    def text_delta(self, text: str) -> None:
+        """A streamed fragment of assistant text (display only; batched by the sink)."""
+        ...
+
+    def tool_called(self, call: ToolCall) -> None:
+        """A tool call is about to run."""
+        ...
+
+    def usage_recorded(self, usage: Usage | None, request: ModelRequest,
+                       response: ModelResponse) -> None:
+        """One provider call finished (usage None when the provider sent none)."""
+        ...
+
+    def should_stop(self) -> bool:
+        """True when the user asked to stop the turn (checked between chunks and tools)."""
+        ...
+
+
+__all__ = ["Transport", "EventSink", "Message", "ModelRequest", "ModelResponse", "ToolCall",
+           "Usage"]

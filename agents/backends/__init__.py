@@ -1,0 +1,56 @@
+"""Where a terminal command runs: the Backend seam and its result value.
+
+A backend turns a command string into a ``CommandResult``. It owns process lifetime (timeouts,
+killing the whole process group) and the environment the command sees (never the web
+process's secrets). It does not decide whether a command may run (that is agents/policy.py),
+nor cap output for the model (that is the terminal tool and agents/tools/spill.py).
+
+Implementations: ``agents.backends.local.LocalBackend`` (a plain subprocess) and
+``agents.backends.sandbox`` (bubblewrap; isolated).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Protocol
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CommandResult:
+    """The outcome of one command.
+
+    ``exit_code``: the shell's exit status; negative N means killed by signal N (a timeout
+    reports the kill). ``output``: stdout and stderr interleaved as written, decoded as UTF-8
+    with replacement characters. ``timed_out``: the timeout expired and the process group was
+    killed.
+    """
+
+    exit_code: int
+    output: str
+    timed_out: bool = False
+
+
+class Backend(Protocol):
+    """Runs shell commands for the terminal tool.
+
+    ``name``: "local" or "sandbox". ``isolated``: True when the command cannot touch anything
+    outside the session workspace (the policy relaxes its checks only for isolated backends;
+    hermes-facts §10).
+    """
+
+    name: Literal["local", "sandbox"]
+    isolated: bool
+
+    def run(self, command: str, *, cwd: Path, timeout: float,
+            env: dict[str, str] | None = None) -> CommandResult:
+        """Run ``command`` with ``bash -c`` in ``cwd``; ``timeout`` in seconds.
+
+        ``env`` entries are added to the backend's minimal environment. Never raises for a
+        failing or timed-out command (that is a result); raises OSError only when the
+        process cannot be started at all.
+        """
+        ...
+
+
+__all__ = ["Backend", "CommandResult"]

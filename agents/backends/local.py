@@ -1,0 +1,155 @@
+"""The local backend: a command runs as a plain subprocess of the worker, not isolated.
+
+It exists for development and trusted single-user installs. It guarantees three things: the
+command starts in its own process group and the whole group is killed on timeout (and when
+the shell exits, so background jobs cannot outlive the tool call); the environment is a
+minimal fixed one (the web process's API keys and database URL never reach the command);
+output memory is bounded. Policy (what may run) lives in agents/policy.py, not here.
+
+``run_process`` is the reusable core: the sandbox backend passes it a bubblewrap argv.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+from pathlib import Path
+from typing import Literal
+
+from agents.backends import CommandResult
+
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+"""PATH given to commands. Fixed, not inherited: only hermes_web/settings.py reads the
+environment, and an inherited PATH could point into the web app's virtualenv."""
+
+OUTPUT_HEAD_BYTES = 1_000_000
+OUTPUT_TAIL_BYTES = 1_000_000
+"""Memory bound on captured output (bytes). The terminal tool caps far lower for the model;
+this only stops ``yes`` from filling the worker's memory."""
+
+DRAIN_GRACE_SECONDS = 2.0
+"""How long to wait for the output pipe to reach EOF after the group was killed. A process
+that escaped the group (setsid) can hold the pipe open forever; it is then abandoned."""
+
+
+def minimal_env(home: Path, extra: dict[str, str] | None = None,
+                *, path: str = DEFAULT_PATH) -> dict[str, str]:
+    """The environment a command sees: PATH, HOME (the workspace), LANG, TERM, plus
+    ``extra``. Nothing is inherited from the worker (failure case B32: agent shells get a
+    cleaned environment)."""
+    env = {"PATH": path, "HOME": str(home), "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
+           "TERM": "dumb", "PAGER": "cat", "GIT_PAGER": "cat"}
+    if extra:
+        env.update(extra)
+    return env
+
+
+class _BoundedCapture:
+    """Reads a pipe to EOF in a thread, keeping the first and last megabyte."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.omitted = 0
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        try:
+            self._drain()
+        finally:
+            # The reader owns the fd: closing it from another thread while a read blocks
+            # could hand the number to an unrelated file.
+            os.close(self.fd)
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self.fd, 65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            room = OUTPUT_HEAD_BYTES - len(self.head)
+            if room > 0:
+                self.head += chunk[:room]
+                chunk = chunk[room:]
+            if chunk:
+                self.tail += chunk
+                excess = len(self.tail) - OUTPUT_TAIL_BYTES
+                if excess > 0:
+                    del self.tail[:excess]
+                    self.omitted += excess
+
+    def text(self) -> str:
+        head = bytes(self.head).decode("utf-8", errors="replace")
+        tail = bytes(self.tail).decode("utf-8", errors="replace")
+        if self.omitted:
+            return f"{head}\n[... {self.omitted} bytes of output omitted ...]\n{tail}"
+        return head + tail
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def run_process(argv: list[str], *, cwd: Path, timeout: float,
+                env: dict[str, str]) -> CommandResult:
+    """Run ``argv`` in a new session (own process group) with stdin closed.
+
+    ``timeout`` in seconds. On expiry the whole group gets SIGKILL and ``timed_out`` is set.
+    After the leader exits, the group is killed too, so no job outlives the call. stdout and
+    stderr share one pipe, so the output is interleaved as written. Raises OSError only if
+    the process cannot be started.
+    """
+    read_fd, write_fd = os.pipe()
+    try:
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                stdout=write_fd, stderr=write_fd, start_new_session=True,
+                                close_fds=True)
+    except BaseException:
+        os.close(read_fd)
+        os.close(write_fd)
+        raise
+    os.close(write_fd)
+    capture = _BoundedCapture(read_fd)
+    timed_out = False
+    try:
+        exit_code = proc.wait(timeout=max(timeout, 0.001))
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _kill_group(proc.pid)
+        exit_code = proc.wait()
+    finally:
+        if proc.returncode is None:
+            _kill_group(proc.pid)
+            proc.wait()
+    _kill_group(proc.pid)
+    capture.thread.join(DRAIN_GRACE_SECONDS)
+    return CommandResult(exit_code=exit_code, output=capture.text(), timed_out=timed_out)
+
+
+class LocalBackend:
+    """Runs commands with ``bash -c`` as the worker's own user. Not isolated.
+
+    ``path``: the PATH commands see (default ``DEFAULT_PATH``); the composition root may pass
+    a configured one.
+    """
+
+    name: Literal["local", "sandbox"] = "local"
+    isolated: bool = False
+
+    def __init__(self, *, path: str = DEFAULT_PATH):
+        self.path = path
+
+    def run(self, command: str, *, cwd: Path, timeout: float,
+            env: dict[str, str] | None = None) -> CommandResult:
+        """See agents.backends.Backend.run. HOME is ``cwd`` (the session workspace)."""
+        return run_process(["bash", "-c", command], cwd=cwd, timeout=timeout,
+                           env=minimal_env(cwd, env, path=self.path))

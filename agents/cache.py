@@ -1,0 +1,328 @@
+"""Cache discipline: the breakpoint planner, TTL rules, the stable-prefix registry, cache health.
+
+A provider reuses work only when the request bytes match from the first byte up to a
+breakpoint (seed, "Four breakpoints, and the discipline of not spending one"). This module
+decides WHERE the breakpoints go, as ``Breakpoint`` values on a copy of a ``ModelRequest``;
+transports render them onto the wire payload. It never builds prompt text (agents/prompt.py),
+never touches stored rows, and knows no wire format and no vendor names: route differences
+arrive as a profile's capability flags (``ProfileCaps``).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+from agents.messages import TTL, Breakpoint, Message, ModelRequest, Usage
+
+MAX_BREAKPOINTS = 4
+"""Anthropic's per-request limit on cache_control blocks (hermes-facts §3; case B07)."""
+REGISTRY_MAX_ENTRIES = 32
+"""Stable-prefix registry bound in entries (hermes-facts §3, "Stable-prefix registry")."""
+REGISTRY_MAX_CHARS = 4 * 1024 * 1024
+"""Stable-prefix registry bound in characters summed over entries (hermes-facts §3)."""
+HEALTH_STREAK = 3
+"""Consecutive write-only calls that raise the cache-health warning (case B09)."""
+
+_TTL_RANK = {"5m": 0, "1h": 1}
+
+
+class ProfileCaps(Protocol):
+    """What the planner needs to know about a route (agents/providers.py ProviderProfile).
+
+    - ``supports_caching``: the route honours cache markers at all.
+    - ``supports_1h_ttl``: the route honours the 1h tier (Qwen/Alibaba-family routes do not).
+    - ``max_breakpoints``: how many markers the client may spend (4 first-party, fewer behind
+      proxies that add their own).
+    - ``drops_markers_on_tool_only_assistant``: envelope routes silently drop a marker on an
+      assistant message that is nothing but tool calls.
+    """
+
+    supports_caching: bool
+    supports_1h_ttl: bool
+    max_breakpoints: int
+    drops_markers_on_tool_only_assistant: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CacheSettings:
+    """The configured cache lifetime (hermes-facts §3, ``prompt_caching.cache_ttl``)."""
+
+    ttl: TTL = "5m"
+    """TTL for the rolling message breakpoints; also the prompt's unless ``prompt_ttl``."""
+    prompt_ttl: TTL | None = None
+    """Optional TTL for the two system-prompt breakpoints. "1h" with ``ttl="5m"`` keeps the
+    prompt warm across a lunch break while rolling writes stay at the cheaper 5m rate."""
+
+
+def effective_ttl(requested: TTL, caps: ProfileCaps) -> TTL:
+    """``requested``, clamped to "5m" on routes that do not honour the 1h tier (seed: "It will
+    not ship a marker the route does not honour"; hermes-facts §3 ``effective_cache_ttl``)."""
+    if requested == "1h" and not caps.supports_1h_ttl:
+        return "5m"
+    return requested
+
+
+# ---------------------------------------------------------------------------------------------
+# The planner
+# ---------------------------------------------------------------------------------------------
+
+def tool_run_ends(messages: tuple[Message, ...] | list[Message]) -> set[int]:
+    """Indexes that sit INSIDE a tool run and so are illegal boundaries.
+
+    A tool run is an assistant message with tool calls plus the tool results that follow it;
+    only its last result closes the transaction (seed: "It will not put a breakpoint in the
+    middle of a tool run"). Returns the set of indexes of the assistant tool-call message and
+    every result but the last. A run whose results have not arrived yet is open, so its
+    assistant message is inside it as well.
+    """
+    inside: set[int] = set()
+    i = 0
+    while i < len(messages):
+        if messages[i].role == "assistant" and messages[i].tool_calls:
+            inside.add(i)
+            j = i + 1
+            while j < len(messages) and messages[j].role == "tool":
+                j += 1
+            inside.update(range(i + 1, j - 1))  # results before the last one
+            i = j
+        else:
+            i += 1
+    return inside
+
+
+def can_carry_marker(message: Message, caps: ProfileCaps) -> bool:
+    """True when a marker on ``message`` would be honoured: non-blank wire text, and not an
+    assistant message that is only tool calls on a route that drops those markers (hermes-facts
+    §3 ``_can_carry_marker``). Position rules are in ``tool_run_ends``."""
+    if not message.wire_text.strip():
+        return False
+    only_calls = message.role == "assistant" and bool(message.tool_calls)
+    return not (only_calls and caps.drops_markers_on_tool_only_assistant
+                and not message.content.strip())
+
+
+def cacheable_indexes(messages: tuple[Message, ...], caps: ProfileCaps) -> list[int]:
+    """Indexes of ``messages`` that are legal breakpoint carriers, oldest first."""
+    inside = tool_run_ends(messages)
+    return [i for i, m in enumerate(messages) if i not in inside and can_carry_marker(m, caps)]
+
+
+def plan_breakpoints(request: ModelRequest, *, profile_caps: ProfileCaps,
+                     settings: CacheSettings = CacheSettings()) -> ModelRequest:
+    """Return a copy of ``request`` with ``breakpoints`` planned; ``request`` is not changed.
+
+    Layout (seed, "Four breakpoints"; hermes-facts §3): end of the stable tier (only when
+    ``request.stable_len`` splits the system text into two non-blank parts), end of the system
+    prompt, then the last two cacheable messages; with no stable split, the system prompt plus
+    the last three. At most ``min(4, profile_caps.max_breakpoints)``: when the route allows
+    fewer, the rolling pair is kept first (it is what reads within a burst), then the system
+    end, then the stable end. Message breakpoints get ``split_at`` from the stable-prefix
+    registry. TTLs are clamped by ``effective_ttl`` and then made non-increasing along
+    system -> messages (an earlier marker takes the longest TTL of any later one). A route
+    without caching gets no breakpoints. Messages are frozen and shared, never copied or marked.
+    """
+    budget = min(MAX_BREAKPOINTS, profile_caps.max_breakpoints)
+    if not profile_caps.supports_caching or budget <= 0:
+        return replace(request, breakpoints=())
+    system = request.system
+    stable_len = request.stable_len
+    split = (stable_len is not None and 0 < stable_len < len(system)
+             and bool(system[:stable_len].strip()) and bool(system[stable_len:].strip()))
+    carriers = cacheable_indexes(request.messages, profile_caps)
+    tail = carriers[-(2 if split else 3):]
+    # Priority order: rolling pair, system end, stable end, third message.
+    ranked: list[tuple[str, int]] = [("message", i) for i in reversed(tail[-2:])]
+    if system.strip():
+        ranked.append(("system", -1))
+    if split:
+        ranked.append(("system_stable", -1))
+    ranked += [("message", i) for i in reversed(tail[:-2])]
+    chosen = ranked[:budget]
+    order = {"system_stable": -2, "system": -1}
+    chosen.sort(key=lambda t: order.get(t[0], t[1]))
+    message_ttl = effective_ttl(settings.ttl, profile_caps)
+    prompt_ttl = effective_ttl(settings.prompt_ttl or settings.ttl, profile_caps)
+    planned: list[Breakpoint] = []
+    for target, index in chosen:
+        if target == "message":
+            text = request.messages[index].wire_text
+            planned.append(Breakpoint(target="message", index=index, ttl=message_ttl,
+                                      split_at=find_stable_prefix(text)))
+        else:
+            planned.append(Breakpoint(target=target, ttl=prompt_ttl))  # type: ignore[arg-type]
+    return replace(request, breakpoints=_monotonic_ttls(planned))
+
+
+def _monotonic_ttls(breakpoints: list[Breakpoint]) -> tuple[Breakpoint, ...]:
+    """Raise earlier TTLs so none is shorter than a later one (a 1h after a 5m is rejected by
+    the API; hermes-facts §3)."""
+    out: list[Breakpoint] = []
+    longest = "5m"
+    for bp in reversed(breakpoints):
+        if _TTL_RANK[bp.ttl] > _TTL_RANK[longest]:
+            longest = bp.ttl
+        out.append(bp if bp.ttl == longest else replace(bp, ttl=longest))  # type: ignore[arg-type]
+    return tuple(reversed(out))
+
+
+def ttl_order_holds(breakpoints: tuple[Breakpoint, ...]) -> bool:
+    """True when TTLs never increase from the first breakpoint to the last."""
+    ranks = [_TTL_RANK[bp.ttl] for bp in breakpoints]
+    return all(a >= b for a, b in zip(ranks, ranks[1:]))
+
+
+_LIMIT_RE = re.compile(r"maximum of (\d+) blocks with cache_control", re.IGNORECASE)
+
+
+def breakpoint_limit_from_error(message: str) -> int | None:
+    """The limit stated in "A maximum of 4 blocks with cache_control may be provided. Found 5."
+    (case B07; also arrives wrapped by Bedrock/Vertex), or None if ``message`` is not that error.
+    A proxy that adds its own markers triggers it below 4 spent, so the caller retries once with
+    one fewer than it sent and remembers that for the endpoint (``with_max_breakpoints``)."""
+    match = _LIMIT_RE.search(message)
+    return int(match.group(1)) if match else None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CapsOverride:
+    """A route's caps with ``max_breakpoints`` lowered after the provider refused a count."""
+
+    supports_caching: bool
+    supports_1h_ttl: bool
+    max_breakpoints: int
+    drops_markers_on_tool_only_assistant: bool
+
+
+def with_max_breakpoints(caps: ProfileCaps, limit: int) -> CapsOverride:
+    """``caps`` with ``max_breakpoints`` = min(current, ``limit``), floored at 0."""
+    return CapsOverride(
+        supports_caching=caps.supports_caching, supports_1h_ttl=caps.supports_1h_ttl,
+        max_breakpoints=max(0, min(caps.max_breakpoints, limit)),
+        drops_markers_on_tool_only_assistant=caps.drops_markers_on_tool_only_assistant)
+
+
+# ---------------------------------------------------------------------------------------------
+# The stable-prefix registry
+# ---------------------------------------------------------------------------------------------
+
+class StablePrefixRegistry:
+    """Process-wide LRU of scaffolds whose end is a known cache boundary (seed, "When only the
+    builder knows where the prefix ends"; hermes-facts §3).
+
+    Bounded at ``max_entries`` and ``max_chars`` (characters summed over entries); least
+    recently used evicted first, the newest entry never, even when it alone is over budget.
+    Registering an existing prefix or finding one refreshes it. Thread-safe.
+    """
+
+    def __init__(self, *, max_entries: int = REGISTRY_MAX_ENTRIES,
+                 max_chars: int = REGISTRY_MAX_CHARS) -> None:
+        self.max_entries = max_entries
+        self.max_chars = max_chars
+        self._entries: OrderedDict[str, None] = OrderedDict()
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def register(self, prefix: str) -> None:
+        """Record ``prefix`` as a stable scaffold; the empty string is ignored."""
+        if not prefix:
+            return
+        with self._lock:
+            if prefix in self._entries:
+                self._entries.move_to_end(prefix)
+                return
+            self._entries[prefix] = None
+            self._chars += len(prefix)
+            while len(self._entries) > 1 and (len(self._entries) > self.max_entries
+                                              or self._chars > self.max_chars):
+                oldest, _ = self._entries.popitem(last=False)
+                self._chars -= len(oldest)
+
+    def find(self, text: str) -> int | None:
+        """Length in chars of the longest registered PROPER prefix of ``text`` whose remaining
+        tail contains non-whitespace, else None. A hit refreshes that entry."""
+        with self._lock:
+            best: str | None = None
+            for prefix in self._entries:
+                if (len(prefix) < len(text) and (best is None or len(prefix) > len(best))
+                        and text.startswith(prefix) and text[len(prefix):].strip()):
+                    best = prefix
+            if best is None:
+                return None
+            self._entries.move_to_end(best)
+            return len(best)
+
+    def snapshot(self) -> list[str]:
+        """The registered prefixes, least recently used first (for tests and admin views)."""
+        with self._lock:
+            return list(self._entries)
+
+    @property
+    def total_chars(self) -> int:
+        with self._lock:
+            return self._chars
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._chars = 0
+
+
+REGISTRY = StablePrefixRegistry()
+"""The process-wide registry used by builders and the planner."""
+
+
+def register_stable_prefix(prefix: str) -> None:
+    """Builders of machine-made messages (skill invocations, scheduled prompts, webhooks) call
+    this at construction time with the static scaffold their message starts with."""
+    REGISTRY.register(prefix)
+
+
+def find_stable_prefix(text: str) -> int | None:
+    """See ``StablePrefixRegistry.find``; uses the process-wide ``REGISTRY``."""
+    return REGISTRY.find(text)
+
+
+# ---------------------------------------------------------------------------------------------
+# Cache health
+# ---------------------------------------------------------------------------------------------
+
+class CacheHealth:
+    """Watches usage for the B09 symptom: writes every call, reads never.
+
+    ``observe`` returns a warning string on the call that completes a streak of
+    ``HEALTH_STREAK`` consecutive caching-route calls with cache writes > 0 and cache reads
+    == 0 (the caller raises a session event and sets the admin flag); else None. A call that
+    reads resets the streak; so does one that neither writes nor reads. Calls on routes
+    without caching, or without usage, leave the streak alone. ``to_dict``/``from_dict``
+    carry the state on the Session row so a restart cannot reset it.
+    """
+
+    def __init__(self, *, streak: int = 0, flagged: bool = False) -> None:
+        self.streak = streak
+        self.flagged = flagged
+
+    def observe(self, usage: Usage | None, *, caching: bool) -> str | None:
+        if usage is None or not caching:
+            return None
+        if usage.cache_write_tokens > 0 and usage.cache_read_tokens == 0:
+            self.streak += 1
+        else:
+            self.streak = 0
+            return None
+        if self.streak == HEALTH_STREAK:
+            self.flagged = True
+            return (f"Prompt cache is not hitting: {self.streak} consecutive calls wrote to the "
+                    "cache and read nothing; the prefix is probably not byte-stable.")
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"streak": self.streak, "flagged": self.flagged}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> CacheHealth:
+        data = data or {}
+        return cls(streak=int(data.get("streak", 0)), flagged=bool(data.get("flagged", False)))

@@ -1,0 +1,200 @@
+"""Wire-history validation and repair, run on the transcript before every send.
+
+Providers reject a whole request for one malformed message (failure cases B01, B02, B05,
+B15, B17, B20, B21), and a rejected history is rejected on every later turn too. This module
+turns any stored transcript into a legal one, deterministically, and says what it changed.
+
+What does not belong here: storage (the caller stores ``Repair.added``), provider wire shapes
+(transports render the repaired ``Message`` list), and retry policy (the loop: repair, retry
+once, never resend the same payload).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter, defaultdict, deque
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, replace
+
+from agents.messages import Message, ToolCall
+
+NOT_EXECUTED = "not executed: the turn ended before this tool call ran"
+"""Result text for an unanswered call that never started (B01: "denied, never ran" case)."""
+INTERRUPTED = ("interrupted while running: this tool call was stopped before it finished and "
+               "may have had partial effects")
+"""Result text for an unanswered call known to have started (B01)."""
+EMPTY = "(empty)"
+"""Stand-in for empty or whitespace-only content (B17)."""
+CONTINUES = "(conversation continues)"
+"""Stand-in user message when a history would otherwise open with an assistant."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Repair:
+    """The outcome of ``validate_and_repair``.
+
+    ``messages``: the legal history to send. ``added``: synthetic tool results (already in
+    ``messages``) the caller must store so the transcript records that the calls were
+    answered; stored at the end of the transcript they are moved back beside their call on
+    the next repair, so the next request is identical. ``problems``: one line per fix, for
+    logs; empty means the input was already legal.
+    """
+
+    messages: tuple[Message, ...]
+    added: tuple[Message, ...]
+    problems: tuple[str, ...]
+
+
+def _blank(text: str) -> bool:
+    return not text.strip()
+
+
+def _fill_empty(message: Message) -> Message:
+    if message.sent_content is not None:
+        return replace(message, sent_content=EMPTY)
+    return replace(message, content=EMPTY)
+
+
+def _legal_call(call: ToolCall, problems: list[str]) -> ToolCall:
+    """Half-built or invalid arguments (B21) are replayed as "{}" so the payload parses."""
+    try:
+        ok = isinstance(json.loads(call.arguments or "{}"), dict)
+    except ValueError:
+        ok = False
+    if ok:
+        return call
+    problems.append(f"invalid arguments of call {call.id} replaced by {{}}")
+    return replace(call, arguments="{}")
+
+
+def _merge(first: Message, second: Message) -> Message:
+    """Two assistants in a row (the first has no calls): one message, first id kept."""
+    def join(a: str, b: str) -> str:
+        return "\n\n".join(part for part in (a, b) if not _blank(part))
+
+    sent = None
+    if first.sent_content is not None or second.sent_content is not None:
+        sent = join(first.wire_text, second.wire_text)
+    return replace(second, id=first.id, content=join(first.content, second.content),
+                   sent_content=sent)
+
+
+def validate_and_repair(messages: Sequence[Message], *,
+                        started_call_ids: Collection[str] = ()) -> Repair:
+    """Return a legal, canonical copy of ``messages`` (ordered by row id, as loaded).
+
+    Rules, in order (B01, B02, B05, B15, B17, B20, B21):
+    - ``reasoning`` is removed from every message (never replayed); not reported.
+    - Every tool call is answered exactly once, by results placed right after its assistant
+      message in the calls' emission order. A stored result elsewhere (a clock-stepped load, a
+      late result, a previously added repair) is moved there. A missing one gets an
+      ``is_error`` result: ``INTERRUPTED`` if its id is in ``started_call_ids`` (the caller's
+      ledger of calls that began running), else ``NOT_EXECUTED``; these are ``Repair.added``.
+    - A second result for the same call id is dropped.
+    - A result whose call id appears in no assistant message (B02 orphan) is converted, at
+      its position, into a user note carrying its text, so output the model never saw is not
+      lost (B06) and no provider sees a dangling ``tool_use_id``.
+    - Tool-call arguments that are not a JSON object become "{}" (B21).
+    - Empty or whitespace-only content becomes ``EMPTY`` (assistants that carry tool calls may
+      be empty); two assistants in a row are merged; a history that opens with an assistant
+      gets a ``CONTINUES`` user message first.
+    Deterministic and idempotent: repairing the output changes nothing and reports nothing.
+    """
+    problems: list[str] = []
+    started = frozenset(started_call_ids)
+    msgs = [replace(m, reasoning=None) if m.reasoning else m for m in messages]
+
+    calls_left = Counter(c.id for m in msgs if m.role == "assistant" for c in m.tool_calls)
+    call_ids = set(calls_left)
+    pending: dict[str, deque[int]] = defaultdict(deque)  # call id -> indexes of its results
+    for index, m in enumerate(msgs):
+        if m.role == "tool" and m.tool_call_id in call_ids:
+            pending[m.tool_call_id].append(index)
+
+    out: list[Message] = []
+    added: list[Message] = []
+    for index, m in enumerate(msgs):
+        if m.role == "tool":
+            if m.tool_call_id not in call_ids:
+                problems.append(f"orphan result for unknown call {m.tool_call_id}: "
+                                "converted to a note")
+                out.append(_orphan_note(m))
+            # Results of known calls are emitted beside their call; skip them here.
+            continue
+        if m.role == "assistant" and m.tool_calls:
+            m = replace(m, tool_calls=tuple(_legal_call(c, problems) for c in m.tool_calls))
+        out.append(m)
+        for k, call in enumerate(m.tool_calls):
+            queue = pending.get(call.id)
+            if queue:
+                source = queue.popleft()
+                if source != index + 1 + k:
+                    problems.append(f"moved result for call {call.id} next to its call")
+                out.append(msgs[source])
+                continue
+            text = INTERRUPTED if call.id in started else NOT_EXECUTED
+            synthetic = Message(role="tool", content=text, tool_call_id=call.id,
+                                tool_name=call.name, is_error=True)
+            problems.append(f"unanswered call {call.id} ({call.name}) given an error result")
+            out.append(synthetic)
+            added.append(synthetic)
+        for call in m.tool_calls:
+            calls_left[call.id] -= 1
+            while calls_left[call.id] == 0 and pending.get(call.id):
+                pending[call.id].popleft()
+                problems.append(f"dropped duplicate result for call {call.id}")
+
+    legal = _legal_roles(out, problems)
+    return Repair(messages=tuple(legal), added=tuple(added), problems=tuple(problems))
+
+
+def _orphan_note(m: Message) -> Message:
+    name = m.tool_name or "a tool"
+    text = m.wire_text if not _blank(m.wire_text) else EMPTY
+    return Message(role="user", id=m.id,
+                   content=f"[output of {name} (call {m.tool_call_id}), whose call is no "
+                           f"longer in the history]\n{text}")
+
+
+def _legal_roles(out: list[Message], problems: list[str]) -> list[Message]:
+    legal: list[Message] = []
+    for m in out:
+        if m.role == "assistant" and legal and legal[-1].role == "assistant":
+            problems.append("two assistant messages in a row merged")
+            legal[-1] = _merge(legal[-1], m)
+        else:
+            legal.append(m)
+    for i, m in enumerate(legal):
+        if _blank(m.wire_text) and not (m.role == "assistant" and m.tool_calls):
+            problems.append(f"empty {m.role} content replaced by {EMPTY}")
+            legal[i] = _fill_empty(m)
+    if legal and legal[0].role != "user":
+        problems.append("history opened with an assistant: user stand-in inserted")
+        legal.insert(0, Message(role="user", content=CONTINUES))
+    return legal
+
+
+_SHAPE = re.compile(
+    r"tool_use.{0,3} ids were found without|without .{0,2}tool_result|unexpected .{0,2}"
+    r"tool_use_id|corresponding .{0,2}tool_use|must be a response to a preceding message"
+    r"|must be followed by tool messages|did not have response messages|INVALID_CHAT_HISTORY"
+    r"|roles must alternate|must alternate between|first message must use the .{0,2}user"
+    r"|must have non-empty content|text content blocks must be non-empty"
+    r"|tool_call_id.{0,40}(not found|invalid)|do not have a corresponding ToolMessage",
+    re.IGNORECASE)
+_REPLAY = re.compile(r"invalid .{0,2}signature.{0,2} in .{0,2}thinking|thinking.{0,2} or "
+                     r".{0,2}redacted_thinking.{0,2} blocks .{0,40}cannot be modified",
+                     re.IGNORECASE)
+
+
+def is_history_shape_error(message: str) -> bool:
+    """True for a provider 400 about tool pairing, role order or empty content (B01, B02,
+    B03, B05, B15, B17 bodies). The loop repairs and retries once; it never resends the same
+    payload."""
+    return bool(_SHAPE.search(message))
+
+
+def is_replay_invalid_error(message: str) -> bool:
+    """True for a 400 rejecting a replayed thinking block (B20, class ``replay_invalid``)."""
+    return bool(_REPLAY.search(message))

@@ -1,0 +1,139 @@
+"""run_turn(): the loop, its iteration budget, refunds and the finalizer. Short on purpose.
+
+The seed's eight lines plus what each fault needs: a budget with refunds (hermes-facts §1),
+tool calls through one dispatcher that gates every call with the policy, unanswered calls of
+a resumed turn run first, and a finalizer with the tool schema removed when the budget runs
+out with no final text. Request assembly (repair, compaction, cache plan) lives in
+agents/request.py; persistence and streaming behind the EventSink. No Django here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Callable, Literal
+
+from agents import EventSink, Transport
+from agents.budget import IterationBudget
+from agents.errors import ApprovalRequired, TransportError, TurnCancelled
+from agents.messages import Message, ModelRequest, ModelResponse, ToolCall
+
+FINALIZER_PROMPT = (
+    "You have reached the maximum number of tool-calling iterations for this turn. Do not "
+    "call any more tools. Give a final response summarising what you found and did, and "
+    "what is left to do."
+)
+MAX_REQUEST_RETRIES = 2
+"""Re-sends after a compaction or history repair forced by a provider error, per turn."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnResult:
+    """How a turn ended: ``status`` "completed" or "budget_exhausted"; ``text`` the final
+    assistant text; ``iterations`` model calls counted against the budget."""
+
+    status: Literal["completed", "budget_exhausted"]
+    text: str
+    iterations: int
+
+
+@dataclass(kw_only=True)
+class Harness:
+    """The collaborators of one turn, built by the composition root (sessions/runner.py).
+
+    - ``prepare(history) -> (history, request)``: repair, reduce and plan the next request
+      (agents/request.py); may persist repairs through the sink.
+    - ``execute(calls) -> (results, pending)``: dispatch through the policy gate
+      (agents/tools/dispatch.py); ``pending`` are calls awaiting a human.
+    - ``observe(request, response)``: calibration, compaction verdict, cache health.
+    - ``recover(history, error) -> history | None``: after a provider error that asks for
+      compaction or a history repair, a new history to retry with, else None.
+    """
+
+    transport: Transport
+    prepare: Callable[[list[Message]], tuple[list[Message], ModelRequest]]
+    execute: Callable[[list[ToolCall]], tuple[list[Message], list]]
+    observe: Callable[[ModelRequest, ModelResponse], None] = lambda req, resp: None
+    recover: Callable[[list[Message], TransportError], list[Message] | None] = (
+        lambda history, error: None)
+
+
+def unanswered_calls(history: list[Message]) -> list[ToolCall]:
+    """Calls of the last assistant message that have no tool result yet (a resumed turn)."""
+    for index in range(len(history) - 1, -1, -1):
+        message = history[index]
+        if message.role == "assistant":
+            answered = {m.tool_call_id for m in history[index + 1:] if m.role == "tool"}
+            return [c for c in message.tool_calls if c.id not in answered]
+        if message.role == "user":
+            return []
+    return []
+
+
+def run_turn(history: list[Message], *, harness: Harness, sink: EventSink,
+             budget: IterationBudget) -> TurnResult:
+    """Run one turn on ``history`` (live messages, the new user message already stored).
+
+    Raises ApprovalRequired (results of calls before the first "ask" already stored),
+    TurnCancelled (visible text kept, outstanding calls answered) and TransportError (after
+    the transport's retries and one recovery); LeaseLost propagates from the sink.
+    """
+    history = list(history)
+    pending = unanswered_calls(history)
+    if pending:
+        history += _run_calls(pending, harness=harness, sink=sink)
+    retries = 0
+    while budget.consume():
+        if sink.should_stop():
+            raise TurnCancelled("stopped by the user")
+        history, request = harness.prepare(history)
+        try:
+            response = harness.transport.complete(request, on_text=sink.text_delta,
+                                                  should_stop=sink.should_stop)
+        except TurnCancelled as exc:
+            partial = getattr(exc, "partial", "")
+            if partial:  # keep what the user saw, demoted to plain assistant text
+                sink.message_added(Message(role="assistant", content=partial))
+            raise
+        except TransportError as exc:
+            recovered = harness.recover(history, exc) if retries < MAX_REQUEST_RETRIES else None
+            if recovered is None:
+                raise
+            retries += 1
+            budget.refund()  # the call never produced a reply: it does not count
+            history = recovered
+            continue
+        harness.observe(request, response)
+        sink.usage_recorded(response.usage, request, response)
+        message = sink.message_added(response.message)
+        history.append(message)
+        if not message.tool_calls:
+            return TurnResult(status="completed", text=message.content, iterations=budget.used)
+        history += _run_calls(list(message.tool_calls), harness=harness, sink=sink)
+    return _finalize(history, harness=harness, sink=sink, budget=budget)
+
+
+def _run_calls(calls: list[ToolCall], *, harness: Harness, sink: EventSink) -> list[Message]:
+    """Dispatch ``calls``; store each result; raise ApprovalRequired for the rest."""
+    for call in calls:
+        sink.tool_called(call)
+    results, pending = harness.execute(calls)
+    stored = [sink.message_added(result) for result in results]
+    if pending:
+        raise ApprovalRequired(pending)
+    return stored
+
+
+def _finalize(history: list[Message], *, harness: Harness, sink: EventSink,
+              budget: IterationBudget) -> TurnResult:
+    """Budget spent with no final text: one more call with the tool schema removed
+    (removing the tools is a fact; asking the model to stop is only a request)."""
+    note = sink.message_added(Message(role="user", content=FINALIZER_PROMPT))
+    history, request = harness.prepare(history + [note])
+    request = replace(request, tools=())
+    response = harness.transport.complete(request, on_text=sink.text_delta,
+                                          should_stop=sink.should_stop)
+    harness.observe(request, response)
+    sink.usage_recorded(response.usage, request, response)
+    # A model that still emits tool calls without tools gets them dropped: nothing can run.
+    message = sink.message_added(replace(response.message, tool_calls=()))
+    return TurnResult(status="budget_exhausted", text=message.content, iterations=budget.used)

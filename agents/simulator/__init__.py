@@ -1,0 +1,30 @@
+"""The provider simulator: a local HTTP server speaking the Anthropic Messages and OpenAI
+chat-completions wire protocols, so the harness and its tests run the real SDKs against a
+model stand-in (DESIGN.md §7). It validates requests as the real APIs do, accounts the prompt
+cache byte-exactly on a controllable clock, injects faults and answers from a script (by
+default a demo policy labelled "(simulated model)").
+
+Plain Python (stdlib HTTP server); never imports django. The harness itself does not belong
+here: nothing in agents/ outside tests and the composition root should import this package.
+
+    sim = SimulatorServer(port=0).start()
+    client = anthropic.Anthropic(base_url=sim.url, api_key="sim", max_retries=0)
+    ...
+    sim.stop()
+"""
+
+from agents.simulator.cache import CacheBlock, CacheOutcome, PromptCache, SimClock
+from agents.simulator.demo import demo_policy
+from agents.simulator.faults import FAULT_KINDS, Fault
+from agents.simulator.script import Reply, Script, ScriptRequest, ScriptRule, ToolCallSpec, \
+    ToolExchange
+from agents.simulator.server import SimulatorServer
+from agents.simulator.state import RecordedRequest, SimConfig, SimulatorState
+from agents.simulator.tokenizer import count_tokens, tokenize
+
+__all__ = [
+    "CacheBlock", "CacheOutcome", "FAULT_KINDS", "Fault", "PromptCache", "RecordedRequest",
+    "Reply", "Script", "ScriptRequest", "ScriptRule", "SimClock", "SimConfig",
+    "SimulatorServer", "SimulatorState", "ToolCallSpec", "ToolExchange", "count_tokens",
+    "demo_policy", "tokenize",
+]

@@ -1,0 +1,135 @@
+"""The default script: a demo policy that exercises every built-in tool without an API key.
+
+Every reply says "(simulated model)" so nobody mistakes it for a real model (DESIGN.md §7).
+It only calls tools the request offers; without tools (a finalizer call) it answers in text.
+Tool names and argument shapes are those of agents/tools/ (read_file, write_file, patch,
+search_files, terminal, skills_list, skill_view, session_search). Rule matching and wire
+rendering live in ``agents.simulator.script`` and the API modules.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from agents.simulator.script import Reply, ScriptRequest, ToolCallSpec, ToolExchange
+
+LABEL = "(simulated model)"
+TOKEN_DELAY = 0.01
+"""Seconds per streamed token, so the demo visibly streams."""
+
+HELP = (f"{LABEL} I am the provider simulator, not a real model. Try:\n"
+        "- \"list the files and read README.md\" (terminal + read_file)\n"
+        "- \"read notes.txt\", \"write hello.txt\"\n"
+        "- \"patch hello.txt: old -> new\" or \"replace old with new in hello.txt\"\n"
+        "- \"search TODO\" (search_files), \"run pytest -q\" (terminal)\n"
+        "- \"skills\", \"skill <name>\", \"recall <topic>\" / \"search history <topic>\"")
+
+
+def _text(text: str) -> Reply:
+    return Reply(text=text, token_delay=TOKEN_DELAY)
+
+
+def _calls(request: ScriptRequest, text: str, calls: list[ToolCallSpec]) -> Reply:
+    offered = [c for c in calls if c.name in request.tool_names]
+    missing = [c.name for c in calls if c.name not in request.tool_names]
+    if not offered:
+        names = ", ".join(missing)
+        return _text(f"{LABEL} I would call {names}, but that tool is not available in this "
+                     "session, so I can only answer in text.")
+    return Reply(text=text, tool_calls=tuple(offered), token_delay=TOKEN_DELAY)
+
+
+def _planned_calls(text: str) -> list[ToolCallSpec] | None:
+    """Tool calls the user's text asks for, or None for plain chat."""
+    lowered = text.lower()
+    calls: list[ToolCallSpec] = []
+    if re.search(r"\blist\b", lowered):
+        calls.append(ToolCallSpec(name="terminal", input={"command": "ls -la", "timeout": 30}))
+    read = re.search(r"\bread\s+(?:the\s+file\s+)?([\w./-]+)", text, re.IGNORECASE)
+    if read:
+        calls.append(ToolCallSpec(name="read_file",
+                                  input={"path": read.group(1), "offset": 1, "limit": 500}))
+    if calls:
+        return calls
+    if m := re.search(r"\bwrite\s+([\w./-]+)(?:\s+(?:with|containing)\s+(.+))?", text,
+                      re.IGNORECASE | re.DOTALL):
+        content = (m.group(2) or "Hello from the simulated model.").strip() + "\n"
+        return [ToolCallSpec(name="write_file", input={"path": m.group(1), "content": content})]
+    if m := re.search(r"\bpatch\s+([\w./-]+):?\s+(.+?)\s*->\s*(.+)", text, re.IGNORECASE):
+        return [_patch(m.group(1), m.group(2), m.group(3))]
+    if m := re.search(r"\breplace\s+(.+?)\s+with\s+(.+?)\s+in\s+([\w./-]+)", text,
+                      re.IGNORECASE):
+        return [_patch(m.group(3), m.group(1), m.group(2))]
+    if m := re.search(r"\bsearch\s+history\s+(?:for\s+)?(.+)|\b(?:remember|recall)\s+(.+)",
+                      text, re.IGNORECASE):
+        query = (m.group(1) or m.group(2)).strip()
+        return [ToolCallSpec(name="session_search", input={"query": query})]
+    if m := re.search(r"\bsearch\s+(?:for\s+)?(\S+)(?:\s+in\s+([\w./-]+))?", text,
+                      re.IGNORECASE):
+        return [ToolCallSpec(name="search_files",
+                             input={"pattern": m.group(1), "path": m.group(2) or "."})]
+    if m := re.search(r"\brun\s+(.+)", text, re.IGNORECASE):
+        return [ToolCallSpec(name="terminal",
+                             input={"command": m.group(1).strip().strip("`"), "timeout": 60})]
+    if m := re.search(r"\bskill\s+([\w-]+)", text, re.IGNORECASE):
+        return [ToolCallSpec(name="skill_view", input={"name": m.group(1)})]
+    if re.search(r"\bskills\b", lowered):
+        return [ToolCallSpec(name="skills_list", input={})]
+    return None
+
+
+def _patch(path: str, old: str, new: str) -> ToolCallSpec:
+    return ToolCallSpec(name="patch", input={"path": path, "old_string": old.strip(),
+                                             "new_string": new.strip(), "replace_all": False})
+
+
+def _output(result: str) -> str:
+    """The readable output inside a tool result (tools may wrap it in JSON)."""
+    try:
+        value: Any = json.loads(result)
+    except ValueError:
+        return result
+    if isinstance(value, dict):
+        for key in ("output", "content", "result", "text"):
+            if isinstance(value.get(key), str):
+                return value[key]
+    return result
+
+
+def _summary(exchange: ToolExchange) -> str:
+    output = _output(exchange.result)
+    if exchange.is_error:
+        return f"- {exchange.name} failed: {output.strip()[:200]}"
+    if exchange.name == "terminal" and exchange.input.get("command", "").startswith("ls"):
+        entries = [line for line in output.splitlines()
+                   if line[:1] in "-dlcbps" and line.split()[-1:] not in (["."], [".."])
+                   and not line.startswith("total")]
+        return f"- `ls -la` shows {len(entries)} entries."
+    if exchange.name == "read_file":
+        lines = [re.sub(r"^\s*\d+\s*[\t|:→]\s?", "", line) for line in output.splitlines()]
+        first = next((line for line in lines if line.strip()), "")
+        return (f"- {exchange.input.get('path', 'the file')} has {len(lines)} lines; the first "
+                f"is: {first.strip()[:160]}")
+    first = next((line for line in output.splitlines() if line.strip()), "(no output)")
+    return f"- {exchange.name}: {first.strip()[:200]}"
+
+
+def demo_policy(request: ScriptRequest) -> Reply:
+    """The default script (see module docstring). Never raises."""
+    if request.tool_results:
+        lines = [_summary(x) for x in request.tool_results]
+        return _text(f"{LABEL} Here is what the tools returned:\n" + "\n".join(lines))
+    text = request.last_user_text
+    if not request.tool_names:
+        return _text(f"{LABEL} Summary: the conversation so far had {request.iteration} "
+                     "assistant replies; no tools are available for this answer.")
+    if re.search(r"^\s*help\b", text, re.IGNORECASE):
+        return _text(HELP)
+    calls = _planned_calls(text)
+    if calls is None:
+        return _text(f"{LABEL} Hello! I am the provider simulator, so my answers are scripted. "
+                     "Type \"help\" to see what I can demonstrate.")
+    names = " and ".join(c.name for c in calls)
+    return _calls(request, f"{LABEL} Sure, I will use {names}.", calls)

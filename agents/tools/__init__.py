@@ -1,0 +1,90 @@
+"""Tools: the vocabulary every tool shares (Tool, ToolContext, ToolOutput).
+
+A tool is an object with a schema (``spec``), a ``run`` method, and three facts the
+dispatcher's scheduler needs: is it read-only, is it interactive, which paths does a call
+touch. The registry lives in agents/tools/registry.py, the scheduler in dispatch.py, large
+output handling in spill.py, the built-in tools in files.py, search.py and terminal.py.
+Whether a call may run at all is not decided here (agents/policy.py).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from agents.messages import ToolSpec
+
+if TYPE_CHECKING:
+    from agents.backends import Backend
+
+Access = Literal["read", "write"]
+PathScope = list[tuple[Path, Access]]
+
+DEFAULT_CONTEXT_WINDOW = 200_000
+"""Tokens assumed when the caller does not know the model's window (spill scaling)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolOutput:
+    """What a tool returns. ``text``: the tool result the model reads. ``is_error``: the call
+    failed in a way the model should see. ``metadata``: facts for the UI and tests (for the
+    terminal: ``exit_code``, ``timed_out``), never sent to the model."""
+
+    text: str
+    is_error: bool = False
+    metadata: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolContext:
+    """Everything a tool may use besides its arguments, fixed for one turn.
+
+    ``workspace``: the session's workspace directory (stored canonical: realpath).
+    ``backend``: where terminal commands run. ``context_window``: the model's window in
+    tokens (spill thresholds scale with it). ``spill_dir``: where oversized results are
+    written; defaults to ``<workspace>/.hermes/spill`` and must lie inside the workspace so
+    read_file can page it back. ``extras``: values later tools need (skills dir, search
+    callables), keyed by the tool's own names.
+    """
+
+    workspace: Path
+    session_id: str = ""
+    user_id: str = ""
+    backend: Backend | None = None
+    context_window: int = DEFAULT_CONTEXT_WINDOW
+    spill_dir: Path | None = None
+    extras: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+    def __post_init__(self) -> None:
+        workspace = Path(os.path.realpath(self.workspace))
+        object.__setattr__(self, "workspace", workspace)
+        if self.spill_dir is None:
+            object.__setattr__(self, "spill_dir", workspace / ".hermes" / "spill")
+
+
+class Tool(Protocol):
+    """One tool the model can call.
+
+    ``read_only``: never changes anything (may join a concurrent run without paths).
+    ``interactive``: needs a human mid-call (always a barrier). ``paths(args, ctx)``: the
+    canonical paths a call reads or writes, ``[]`` when it has no path scope, ``None`` when
+    the scope cannot be determined (the scheduler then treats the call as a barrier; seed,
+    "Dispatch: not parallel, not serial, segmented"). ``run`` raises agents.errors.ToolError
+    for failures the model should read.
+    """
+
+    spec: ToolSpec
+    read_only: bool
+    interactive: bool
+
+    def paths(self, args: dict[str, Any], ctx: ToolContext) -> PathScope | None: ...
+
+    def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput: ...
+
+
+__all__ = ["Access", "PathScope", "Tool", "ToolContext", "ToolOutput",
+           "DEFAULT_CONTEXT_WINDOW"]

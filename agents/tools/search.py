@@ -1,0 +1,135 @@
+"""search_files: a regex search over the session workspace, "path:line: text" per hit.
+
+Pure Python over the resolved search root (no ripgrep dependency), in sorted order so the
+same workspace gives the same bytes. It skips .git, the spill directory (spilled copies of
+earlier results would echo every hit back), binary files and files reached through symlinks
+that leave the workspace. It reserves its root as a reader, so a search batched after a
+write into the same tree runs behind it (seed, "Dispatch").
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from agents.errors import ToolError
+from agents.messages import ToolSpec
+from agents.tools import PathScope, ToolContext, ToolOutput
+from agents.tools.files import BINARY_SNIFF_BYTES, is_binary
+from agents.tools.workspace import display_path, is_within, resolve_in_workspace
+
+MAX_HITS = 200
+"""Hits returned before the search stops and says so."""
+MAX_HIT_CHARS = 300
+"""Longest line text shown per hit."""
+MAX_FILE_BYTES = 5_000_000
+"""Larger files are skipped (logs and dumps belong to terminal tools like grep)."""
+SKIP_DIRS = frozenset({".git"})
+
+
+class SearchFiles:
+    """search_files {pattern (regex), path=".", glob?} over the workspace."""
+
+    spec = ToolSpec(
+        name="search_files",
+        description=(
+            "Search file contents in the workspace with a regular expression (Python re "
+            "syntax). Returns matches as path:line: text. Narrow with path (a file or "
+            "directory) and glob (e.g. '*.py')."),
+        input_schema={
+            "type": "object",
+            "properties": {
+                "pattern": {"type": "string", "description": "Regular expression to find."},
+                "path": {"type": "string",
+                         "description": "File or directory to search, default '.'."},
+                "glob": {"type": "string",
+                         "description": "Only files whose name (or relative path) matches."},
+            },
+            "required": ["pattern"],
+            "additionalProperties": False,
+        },
+    )
+    read_only = True
+    interactive = False
+
+    def paths(self, args: dict[str, Any], ctx: ToolContext) -> PathScope | None:
+        return [(resolve_in_workspace(ctx.workspace, args.get("path") or "."), "read")]
+
+    def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        pattern = args.get("pattern")
+        if not isinstance(pattern, str) or not pattern:
+            raise ToolError("'pattern' must be a non-empty string")
+        try:
+            regex = re.compile(pattern)
+        except re.error as exc:
+            raise ToolError(f"invalid regular expression {pattern!r}: {exc}") from None
+        root = resolve_in_workspace(ctx.workspace, args.get("path") or ".")
+        if not root.exists():
+            raise ToolError(f"'{display_path(ctx.workspace, root)}' does not exist")
+        glob = args.get("glob") or None
+        skip = {Path(os.path.realpath(ctx.spill_dir))} if ctx.spill_dir else set()
+        hits: list[str] = []
+        files = 0
+        for real in _walk(root, ctx.workspace, skip):
+            shown = display_path(ctx.workspace, real)
+            if glob and not _glob_match(glob, shown):
+                continue
+            files += 1
+            if _search_file(real, shown, regex, hits):
+                note = (f"[stopped at {MAX_HITS} matches; narrow the pattern, path or glob "
+                        "to see the rest]")
+                return ToolOutput(text="\n".join([*hits, note]),
+                                  metadata={"hits": len(hits), "truncated": True})
+        if not hits:
+            return ToolOutput(text=f"no matches for {pattern!r} in {files} file(s) under "
+                                   f"{display_path(ctx.workspace, root)}",
+                              metadata={"hits": 0, "truncated": False})
+        return ToolOutput(text="\n".join(hits), metadata={"hits": len(hits), "truncated": False})
+
+
+def _glob_match(glob: str, shown: str) -> bool:
+    """A glob with a "/" matches the relative path, otherwise the file name."""
+    target = shown if "/" in glob else os.path.basename(shown)
+    return fnmatch.fnmatchcase(target, glob)
+
+
+def _walk(root: Path, workspace: Path, skip: set[Path]):
+    """Yield canonical regular files under ``root`` in sorted order, inside the workspace."""
+    if root.is_file():
+        yield root
+        return
+    ws = Path(os.path.realpath(workspace))
+    for dirpath, dirnames, filenames in os.walk(root):
+        here = Path(dirpath)
+        dirnames[:] = sorted(d for d in dirnames
+                             if d not in SKIP_DIRS and (here / d) not in skip)
+        for name in sorted(filenames):
+            real = Path(os.path.realpath(here / name))
+            if is_within(ws, real) and real.is_file() and not any(
+                    s in real.parents for s in skip):
+                yield real
+
+
+def _search_file(real: Path, shown: str, regex: re.Pattern[str], hits: list[str]) -> bool:
+    """Append hits from one file; True once MAX_HITS is reached."""
+    try:
+        if real.stat().st_size > MAX_FILE_BYTES:
+            return False
+        with open(real, "rb") as handle:
+            if is_binary(handle.read(BINARY_SNIFF_BYTES)):
+                return False
+            handle.seek(0)
+            for number, raw in enumerate(handle, start=1):
+                line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+                if regex.search(line):
+                    if len(line) > MAX_HIT_CHARS:
+                        line = line[:MAX_HIT_CHARS] + "…"
+                    hits.append(f"{shown}:{number}: {line}")
+                    if len(hits) >= MAX_HITS:
+                        return True
+    except OSError:
+        return False
+    return False

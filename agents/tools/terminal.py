@@ -1,0 +1,83 @@
+"""terminal: run a shell command in the session workspace through the session's backend.
+
+The tool clamps the timeout, caps output for the model (head and tail kept, the middle
+marked) and reports the exit code and a timed-out flag in the result text. Process lifetime
+and the environment belong to the backend (agents/backends/); whether the command may run
+at all belongs to agents/policy.py. The terminal is never read-only and has no path scope,
+so the scheduler always runs it as a barrier.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agents.errors import ToolError
+from agents.messages import ToolSpec
+from agents.tools import PathScope, ToolContext, ToolOutput
+
+DEFAULT_TIMEOUT = 60
+MAX_TIMEOUT = 600
+"""Seconds. Longer requests are clamped, and the result says so."""
+OUTPUT_CAP = 50_000
+"""Chars of output kept for the model; the first 40% and last 60% survive, because errors
+and summaries usually come last."""
+
+
+def cap_output(text: str, cap: int = OUTPUT_CAP) -> str:
+    """Keep ``cap`` chars of ``text``: the head and tail, with a marker counting the rest."""
+    if len(text) <= cap:
+        return text
+    head = cap * 2 // 5
+    tail = cap - head
+    omitted = len(text) - head - tail
+    return f"{text[:head]}\n[... {omitted} characters omitted ...]\n{text[-tail:]}"
+
+
+class Terminal:
+    """terminal {command, timeout=60 (max 600)} → output, then "[exit code N]" (and the
+    timeout notice). A timed-out command is an error result; a non-zero exit is not (the
+    model reads the code)."""
+
+    spec = ToolSpec(
+        name="terminal",
+        description=(
+            "Run a bash command in the workspace directory and return its combined "
+            "stdout/stderr and exit code. Non-interactive (stdin is closed). Background jobs "
+            "are stopped when the command ends. timeout is in seconds (default 60, max 600)."),
+        input_schema={
+            "type": "object",
+            "properties": {
+                "command": {"type": "string", "description": "The bash command to run."},
+                "timeout": {"type": "integer", "minimum": 1,
+                            "description": "Seconds before the command is killed."},
+            },
+            "required": ["command"],
+            "additionalProperties": False,
+        },
+    )
+    read_only = False
+    interactive = False
+
+    def paths(self, args: dict[str, Any], ctx: ToolContext) -> PathScope | None:
+        return []
+
+    def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        command = args.get("command")
+        if not isinstance(command, str) or not command.strip():
+            raise ToolError("'command' must be a non-empty string")
+        if ctx.backend is None:
+            raise ToolError("no command backend is configured for this session")
+        requested = int(args.get("timeout", DEFAULT_TIMEOUT))
+        timeout = max(1, min(requested, MAX_TIMEOUT))
+        result = ctx.backend.run(command, cwd=ctx.workspace, timeout=timeout)
+        lines = [cap_output(result.output.rstrip("\n"))] if result.output.strip() else [
+            "(no output)"]
+        if requested > MAX_TIMEOUT:
+            lines.append(f"[timeout clamped to {MAX_TIMEOUT} s]")
+        if result.timed_out:
+            lines.append(f"[timed out after {timeout} s; the command and its children were "
+                         "killed]")
+        lines.append(f"[exit code {result.exit_code}]")
+        return ToolOutput(text="\n".join(lines), is_error=result.timed_out,
+                          metadata={"exit_code": result.exit_code,
+                                    "timed_out": result.timed_out})

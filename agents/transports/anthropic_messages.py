@@ -1,0 +1,278 @@
+"""The Anthropic Messages transport: ModelRequest → wire body → streamed ModelResponse.
+
+Speaks through the official ``anthropic`` SDK with streaming and the SDK's own retries off
+(``max_retries=0``; agents/transports/retry.py is the only retry layer). Renders the
+planner's breakpoints as ``cache_control`` markers on a fresh wire body, never on stored
+messages (seed, "Four breakpoints"); replays ``Message.wire_text`` (the sidecar) byte-exact
+and never sends reasoning (seed, "The database stores a different string than the model
+saw"). Same input, same bytes: nothing here depends on time or randomness.
+
+Not here: planning breakpoints (agents/cache.py), repairing a malformed history (the
+loop's validator), classifying failures (agents/transports/errors.py).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import anthropic
+
+from agents.errors import TransportError, TurnCancelled
+from agents.messages import Breakpoint, Message, ModelRequest, ModelResponse, ToolCall
+from agents.providers import ProviderProfile
+from agents.transports import breakpoints as bp
+from agents.transports.errors import FailoverReason, StreamIncomplete
+from agents.transports.retry import RetryPolicy, TextTap, call_with_retries
+from agents.transports.usage import merge_anthropic_stream_usage, usage_from_anthropic
+
+EMPTY_TEXT = "(empty)"
+"""Sent in place of a message that would otherwise be empty (the API rejects empty content;
+case B17). Deterministic so the bytes stay stable."""
+
+
+def cache_control(ttl: str) -> dict[str, str]:
+    """The marker for one breakpoint: 5m is the default TTL, so only 1h is spelled out."""
+    return {"type": "ephemeral", "ttl": "1h"} if ttl == "1h" else {"type": "ephemeral"}
+
+
+def tool_input(call: ToolCall) -> dict[str, Any]:
+    """The tool_use ``input`` for ``call``: its parsed arguments, or, when the stored text is
+    not a JSON object, ``{"_invalid_arguments": raw}`` so the bytes stay deterministic."""
+    try:
+        return call.parsed_arguments()
+    except ValueError:
+        return {"_invalid_arguments": call.arguments}
+
+
+def _message_blocks(message: Message, mark: Breakpoint | None) -> list[dict[str, Any]]:
+    """Content blocks for one stored message; ``mark`` goes on the last block (or, with
+    ``split_at``, the text splits in two and the first part carries it; no split when a
+    part would be blank, which the API rejects)."""
+    text = message.wire_text
+    blocks: list[dict[str, Any]]
+    if message.role == "tool":
+        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": message.tool_call_id,
+                                 "content": text or EMPTY_TEXT}
+        if message.is_error:
+            block["is_error"] = True
+        blocks = [block]
+    elif message.role == "assistant":
+        blocks = [{"type": "text", "text": text}] if text.strip() else []
+        blocks += [{"type": "tool_use", "id": c.id, "name": c.name, "input": tool_input(c)}
+                   for c in message.tool_calls]
+        blocks = blocks or [{"type": "text", "text": EMPTY_TEXT}]
+    else:
+        split = mark.split_at if mark is not None else None
+        if split is not None and text[:split].strip() and text[split:].strip():
+            blocks = [{"type": "text", "text": text[:split]},
+                      {"type": "text", "text": text[split:]}]
+            blocks[0]["cache_control"] = cache_control(mark.ttl)  # type: ignore[union-attr]
+            return blocks
+        blocks = [{"type": "text", "text": text if text.strip() else EMPTY_TEXT}]
+    if mark is not None:
+        blocks[-1]["cache_control"] = cache_control(mark.ttl)
+    return blocks
+
+
+def render_messages(messages: tuple[Message, ...],
+                    marks: dict[int, Breakpoint]) -> list[dict[str, Any]]:
+    """Wire messages: tool results (role "tool") become tool_result blocks in a user
+    message, and consecutive same-role content merges into one wire message, so a run of
+    tool results plus the user's next text is ONE user message (role alternation)."""
+    wire: list[dict[str, Any]] = []
+    for index, message in enumerate(messages):
+        role = "assistant" if message.role == "assistant" else "user"
+        blocks = _message_blocks(message, marks.get(index))
+        if wire and wire[-1]["role"] == role:
+            wire[-1]["content"].extend(blocks)
+        else:
+            wire.append({"role": role, "content": blocks})
+    return wire
+
+
+def render_system(system: str, stable_len: int | None,
+                  points: tuple[Breakpoint, ...]) -> list[dict[str, Any]]:
+    """System text blocks: [stable tier, rest] when ``stable_len`` is known and both parts
+    hold non-blank text, else one block (none for a blank prompt); "system_stable" marks the stable block, "system" the last.
+    When both land on one block it carries one marker, 1h if either asked for 1h."""
+    parts = [system] if stable_len is None else [system[:stable_len], system[stable_len:]]
+    if not all(part.strip() for part in parts):
+        parts = [system]  # the API rejects blank blocks; keep the bytes, lose the split
+    if not system.strip():
+        return []
+    blocks = [{"type": "text", "text": part} for part in parts]
+    ttls: dict[int, str] = {}
+    for point in points:
+        if point.target == "system_stable":
+            position = 0
+        elif point.target == "system":
+            position = len(blocks) - 1
+        else:
+            continue
+        ttls[position] = "1h" if "1h" in (point.ttl, ttls.get(position)) else point.ttl
+    for position, ttl in ttls.items():
+        blocks[position]["cache_control"] = cache_control(ttl)
+    return blocks
+
+
+def count_markers(payload: dict[str, Any]) -> int:
+    """How many ``cache_control`` markers ``payload`` carries (tools, system, messages)."""
+    blocks = [*payload.get("tools", ()), *payload.get("system", ())]
+    for message in payload.get("messages", ()):
+        blocks.extend(message["content"])
+    return sum(1 for block in blocks if "cache_control" in block)
+
+
+class AnthropicTransport:
+    """Anthropic Messages over the official SDK, streaming (agents.Transport).
+
+    ``api_key``: the key value (None for keyless endpoints such as the simulator).
+    ``model``: default when a request names none (else the profile's). ``timeout``: seconds
+    per request. ``retry`` / ``sleep``: the retry policy and its clock (tests pass tiny
+    delays and a recording sleep).
+    """
+
+    def __init__(self, profile: ProviderProfile, *, api_key: str | None,
+                 model: str | None = None, timeout: float = 600.0,
+                 retry: RetryPolicy | None = None,
+                 sleep: Callable[[float], None] | None = None):
+        self.profile = profile
+        self.model = model or profile.default_model
+        self.retry = retry or RetryPolicy()
+        self._sleep = sleep
+        # The SDK would otherwise read ANTHROPIC_API_KEY itself; agents/ never reads the
+        # environment, so a keyless endpoint gets a placeholder.
+        self._client = anthropic.Anthropic(api_key=api_key or "no-key",
+                                           base_url=profile.base_url, max_retries=0,
+                                           timeout=timeout)
+
+    def build_payload(self, request: ModelRequest) -> dict[str, Any]:
+        """The exact JSON body ``complete`` sends: model, max_tokens, tools (only when
+        there are some), system blocks, messages, stream; markers rendered for the
+        breakpoints this route may carry (agents/transports/breakpoints.py)."""
+        points = bp.select_breakpoints(
+            request.breakpoints, limit=bp.limit_for(self.profile),
+            n_messages=len(request.messages), allow_1h=self.profile.supports_1h_ttl)
+        marks = {p.index: p for p in points if p.target == "message"}
+        payload: dict[str, Any] = {"model": request.model or self.model,
+                                   "max_tokens": request.max_tokens}
+        if request.tools:
+            payload["tools"] = [{"name": t.name, "description": t.description,
+                                 "input_schema": t.input_schema} for t in request.tools]
+        system = render_system(request.system, request.stable_len, points)
+        if system:
+            payload["system"] = system
+        payload["messages"] = render_messages(request.messages, marks)
+        payload["stream"] = True
+        return payload
+
+    def complete(self, request: ModelRequest, *, on_text: Callable[[str], None],
+                 should_stop: Callable[[], bool] = lambda: False) -> ModelResponse:
+        """Stream one reply (see agents.Transport.complete). A "maximum of N blocks with
+        cache_control" 400 is retried once with fewer breakpoints, and the lower limit is
+        remembered for this base_url (issue 3 item 3). Raises TransportError or
+        TurnCancelled (``.partial`` = text delivered so far)."""
+        if should_stop():
+            raise _cancelled("")
+        payload = self.build_payload(request)
+        try:
+            return self._send(payload, on_text, should_stop)
+        except TransportError as error:
+            classified = error.classified
+            if getattr(classified, "reason", None) is not FailoverReason.CACHE_BREAKPOINT_LIMIT:
+                raise
+            sent = count_markers(payload)
+            bp.remember_limit(self.profile.base_url,
+                              bp.lower_limit(sent, classified.message))  # type: ignore[union-attr]
+            fewer = self.build_payload(request)
+            if count_markers(fewer) >= sent:
+                raise
+        try:
+            return self._send(fewer, on_text, should_stop)
+        except TransportError as error:
+            classified = error.classified
+            if getattr(classified, "reason", None) is FailoverReason.CACHE_BREAKPOINT_LIMIT:
+                bp.remember_limit(self.profile.base_url, bp.lower_limit(
+                    count_markers(fewer), classified.message))  # type: ignore[union-attr]
+            raise
+
+    def _send(self, payload: dict[str, Any], on_text: Callable[[str], None],
+              should_stop: Callable[[], bool]) -> ModelResponse:
+        body = {k: v for k, v in payload.items() if k != "stream"}
+
+        def attempt(tap: TextTap) -> ModelResponse:
+            stream = self._client.messages.create(**body, stream=True)
+            with stream:
+                return read_stream(stream, tap, should_stop)
+
+        kwargs = {"sleep": self._sleep} if self._sleep else {}
+        return call_with_retries(attempt, on_text=on_text, policy=self.retry, **kwargs)
+
+
+def _cancelled(partial: str) -> TurnCancelled:
+    error = TurnCancelled("stopped by the user while the reply streamed")
+    error.partial = partial  # type: ignore[attr-defined]
+    return error
+
+
+def read_stream(events: Any, tap: TextTap, should_stop: Callable[[], bool]) -> ModelResponse:
+    """Fold the SDK's raw stream events into a ModelResponse, sending text deltas to ``tap``.
+
+    A tool_use block counts only once its content_block_stop arrived: a half-built call is
+    never returned (case B21). A stream that ends without message_stop raises
+    StreamIncomplete (case B22). ``should_stop`` is checked after every event.
+    """
+    blocks: dict[int, dict[str, Any]] = {}
+    reasoning: list[str] = []
+    start_usage: dict[str, Any] = {}
+    delta_usage: dict[str, Any] = {}
+    stop_reason, model, finished = "end_turn", "", False
+    for event in events:
+        kind = event.type
+        if kind == "message_start":
+            model = event.message.model
+            start_usage = event.message.usage.model_dump(exclude_none=True)
+        elif kind == "content_block_start":
+            block = event.content_block
+            if block.type == "text":
+                blocks[event.index] = {"type": "text", "text": [block.text]}
+                if block.text:
+                    tap(block.text)
+            elif block.type == "tool_use":
+                blocks[event.index] = {"type": "tool_use", "id": block.id, "name": block.name,
+                                       "input": block.input, "json": [], "done": False}
+        elif kind == "content_block_delta":
+            delta, block = event.delta, blocks.get(event.index)
+            if delta.type == "text_delta" and block is not None:
+                block["text"].append(delta.text)
+                tap(delta.text)
+            elif delta.type == "input_json_delta" and block is not None:
+                block["json"].append(delta.partial_json)
+            elif delta.type == "thinking_delta":
+                reasoning.append(delta.thinking)
+        elif kind == "content_block_stop" and event.index in blocks:
+            blocks[event.index]["done"] = True
+        elif kind == "message_delta":
+            stop_reason = event.delta.stop_reason or stop_reason
+            if event.usage is not None:
+                delta_usage = event.usage.model_dump(exclude_none=True)
+        elif kind == "message_stop":
+            finished = True
+        if should_stop():
+            raise _cancelled(tap.text)
+    if not finished:
+        raise StreamIncomplete("the stream closed before message_stop")
+    ordered = [blocks[i] for i in sorted(blocks)]
+    text = "".join("".join(b["text"]) for b in ordered if b["type"] == "text")
+    calls = tuple(
+        ToolCall(id=b["id"], name=b["name"],
+                 arguments="".join(b["json"]) or (json.dumps(b["input"]) if b["input"] else "{}"))
+        for b in ordered if b["type"] == "tool_use" and b["done"])
+    raw_usage = merge_anthropic_stream_usage(start_usage, delta_usage)
+    return ModelResponse(
+        message=Message(role="assistant", content=text, tool_calls=calls,
+                        reasoning="".join(reasoning) or None),
+        usage=usage_from_anthropic(raw_usage) if raw_usage else None,
+        stop_reason=stop_reason, model=model)

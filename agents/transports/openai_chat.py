@@ -1,0 +1,205 @@
+"""The OpenAI-compatible chat-completions transport: httpx with SSE streaming.
+
+One wire shape for OpenAI, OpenRouter, vLLM, Ollama and llama.cpp's server (the profile
+gives the ``.../v1`` root). Usage is requested in the stream (``stream_options``), since
+without it a streamed reply carries none (case B28). No cache markers: this route does not
+take them (style.md Part 3 §6). Replays ``Message.wire_text`` byte-exact, never reasoning.
+
+Not here: Anthropic's wire shape (anthropic_messages.py), failure classification
+(errors.py), retries (retry.py).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+
+from agents.errors import TurnCancelled
+from agents.messages import Message, ModelRequest, ModelResponse, ToolCall
+from agents.providers import ProviderProfile
+from agents.transports.errors import ProviderHTTPError, StreamErrorEvent, StreamIncomplete
+from agents.transports.retry import RetryPolicy, TextTap, call_with_retries
+from agents.transports.usage import usage_from_openai
+
+EMPTY_TEXT = "(empty)"
+"""Sent in place of content that would otherwise be empty (case B17)."""
+
+FINISH_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "function_call": "tool_use",
+                  "length": "max_tokens", "content_filter": "refusal"}
+"""OpenAI ``finish_reason`` → the harness's stop-reason vocabulary (Anthropic's words)."""
+
+
+def wire_arguments(call: ToolCall) -> str:
+    """The ``function.arguments`` string: the stored text when it is a JSON object, else
+    ``{"_invalid_arguments": raw}`` (strict servers parse it; bytes stay deterministic)."""
+    try:
+        call.parsed_arguments()
+    except ValueError:
+        return json.dumps({"_invalid_arguments": call.arguments})
+    return call.arguments
+
+
+def render_message(message: Message) -> dict[str, Any]:
+    """One stored message in O-shape. An assistant message with tool calls and no text
+    sends ``content: null`` (case B17)."""
+    text = message.wire_text
+    if message.role == "tool":
+        return {"role": "tool", "tool_call_id": message.tool_call_id,
+                "content": text or EMPTY_TEXT}
+    if message.role == "assistant":
+        if not message.tool_calls:
+            return {"role": "assistant", "content": text or EMPTY_TEXT}
+        return {"role": "assistant", "content": text or None, "tool_calls": [
+            {"id": c.id, "type": "function",
+             "function": {"name": c.name, "arguments": wire_arguments(c)}}
+            for c in message.tool_calls]}
+    return {"role": "user", "content": text or EMPTY_TEXT}
+
+
+class OpenAIChatTransport:
+    """OpenAI-compatible chat completions with SSE streaming (agents.Transport).
+
+    ``api_key``: sent as a Bearer token when given. ``model``: default when a request names
+    none. ``timeout``: seconds per read/connect. ``retry`` / ``sleep``: retry policy and
+    its clock. ``http``: an httpx.Client to reuse (else one is created).
+    """
+
+    def __init__(self, profile: ProviderProfile, *, api_key: str | None,
+                 model: str | None = None, timeout: float = 600.0,
+                 retry: RetryPolicy | None = None,
+                 sleep: Callable[[float], None] | None = None,
+                 http: httpx.Client | None = None):
+        self.profile = profile
+        self.model = model or profile.default_model
+        self.retry = retry or RetryPolicy()
+        self._sleep = sleep
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._http = http or httpx.Client(timeout=httpx.Timeout(timeout, connect=10.0),
+                                          headers=headers)
+        self._url = f"{profile.base_url.rstrip('/')}/chat/completions"
+
+    def build_payload(self, request: ModelRequest) -> dict[str, Any]:
+        """The exact JSON body ``complete`` posts: model, messages (system first), the output
+        cap under the profile's field name, tools (only when there are some), stream and
+        stream_options. Breakpoints are ignored on this route."""
+        messages = [{"role": "system", "content": request.system}] if request.system else []
+        messages += [render_message(m) for m in request.messages]
+        payload: dict[str, Any] = {"model": request.model or self.model, "messages": messages,
+                                   self.profile.max_tokens_field: request.max_tokens}
+        if request.tools:
+            payload["tools"] = [{"type": "function", "function": {
+                "name": t.name, "description": t.description, "parameters": t.input_schema}}
+                for t in request.tools]
+        payload["stream"] = True
+        payload["stream_options"] = {"include_usage": True}
+        return payload
+
+    def complete(self, request: ModelRequest, *, on_text: Callable[[str], None],
+                 should_stop: Callable[[], bool] = lambda: False) -> ModelResponse:
+        """Stream one reply (see agents.Transport.complete). Raises TransportError after
+        the retry policy, or TurnCancelled (``.partial`` = text delivered so far)."""
+        if should_stop():
+            raise _cancelled("")
+        payload = self.build_payload(request)
+
+        def attempt(tap: TextTap) -> ModelResponse:
+            with self._http.stream("POST", self._url, json=payload) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    try:
+                        body: Any = response.json()
+                    except ValueError:
+                        body = response.text
+                    raise ProviderHTTPError(response.status_code, body, response.headers)
+                return read_stream(_sse_data(response.iter_lines()), tap, should_stop)
+
+        kwargs = {"sleep": self._sleep} if self._sleep else {}
+        return call_with_retries(attempt, on_text=on_text, policy=self.retry, **kwargs)
+
+    def close(self) -> None:
+        """Close the HTTP connection pool."""
+        self._http.close()
+
+
+def _cancelled(partial: str) -> TurnCancelled:
+    error = TurnCancelled("stopped by the user while the reply streamed")
+    error.partial = partial  # type: ignore[attr-defined]
+    return error
+
+
+def _sse_data(lines: Iterator[str]) -> Iterator[str]:
+    """The ``data:`` payloads of an SSE stream (multi-line data joined by newlines)."""
+    data: list[str] = []
+    for line in lines:
+        if not line:
+            if data:
+                yield "\n".join(data)
+                data = []
+        elif line.startswith("data:"):
+            data.append(line[5:].lstrip(" "))
+    if data:
+        yield "\n".join(data)
+
+
+def read_stream(chunks: Iterator[str], tap: TextTap,
+                should_stop: Callable[[], bool]) -> ModelResponse:
+    """Fold chat-completion chunks into a ModelResponse, sending text deltas to ``tap``.
+
+    Tool calls accumulate by ``index``; reasoning (``reasoning_content`` / ``reasoning``)
+    is kept for display and never sent to ``tap``; the usage chunk may come last with no
+    choices. An ``error`` object mid-stream raises StreamErrorEvent; a stream with neither
+    a finish_reason nor ``[DONE]`` raises StreamIncomplete (case B22).
+    """
+    text: list[str] = []
+    reasoning: list[str] = []
+    refusal: list[str] = []
+    calls: dict[int, dict[str, Any]] = {}
+    usage: dict[str, Any] | None = None
+    finish, model, done = "", "", False
+    for data in chunks:
+        if data.strip() == "[DONE]":
+            done = True
+            break
+        chunk = json.loads(data)
+        if isinstance(chunk.get("error"), dict):
+            raise StreamErrorEvent(chunk)
+        model = chunk.get("model") or model
+        if isinstance(chunk.get("usage"), dict):
+            usage = chunk["usage"]
+        for choice in chunk.get("choices") or ():
+            delta = choice.get("delta") or {}
+            if delta.get("content"):
+                text.append(delta["content"])
+                tap(delta["content"])
+            for key in ("reasoning_content", "reasoning"):
+                if isinstance(delta.get(key), str):
+                    reasoning.append(delta[key])
+            if delta.get("refusal"):
+                refusal.append(delta["refusal"])
+            for position, part in enumerate(delta.get("tool_calls") or ()):
+                slot = calls.setdefault(part.get("index", position),
+                                        {"id": "", "name": "", "arguments": []})
+                slot["id"] = part.get("id") or slot["id"]
+                function = part.get("function") or {}
+                slot["name"] += function.get("name") or ""
+                slot["arguments"].append(function.get("arguments") or "")
+            finish = choice.get("finish_reason") or finish
+        if should_stop():
+            raise _cancelled("".join(text))
+    if not (done or finish):
+        raise StreamIncomplete("the stream closed before a finish_reason or [DONE]")
+    content = "".join(text)
+    if refusal and not content:
+        content, finish = "".join(refusal), "refusal"
+    tool_calls = tuple(
+        ToolCall(id=slot["id"] or f"call_{index}", name=slot["name"],
+                 arguments="".join(slot["arguments"]) or "{}")
+        for index, slot in sorted(calls.items()))
+    return ModelResponse(
+        message=Message(role="assistant", content=content, tool_calls=tool_calls,
+                        reasoning="".join(reasoning) or None),
+        usage=usage_from_openai(usage) if usage else None,
+        stop_reason=FINISH_REASONS.get(finish, finish or "end_turn"), model=model)

@@ -1,0 +1,334 @@
+"""Cache-economics benchmark: an all-day session replayed against the simulator's prompt cache.
+
+Issue 3, "Benchmark". Three bursts of tool-heavy iterations (>= 40 each) separated by idle
+gaps longer than the 5-minute TTL, on the simulator's clock. Every request is built the way
+the harness builds it: the real three-tier prompt (agents/prompt.py), the real planner
+(agents/cache.py) and the Anthropic transport's ``build_payload``; the simulator's byte-exact
+cache accounting (agents/simulator/cache.py over agents/simulator/prefix.py) bills it. The same
+requests are billed three more ways: (a) no caching, (b) naively marking the last four stored
+messages, (c) the lower bound (each distinct prefix block written once with the TTL it needs,
+every later use read). Prints per-request usage and cost, a summary table and PASS/FAIL per
+target. Run: ``python benchmarks/bench_cache.py`` (``make bench-cache``); ``--quiet`` drops
+the per-request lines. Not a test: it measures, and exits 1 when a target fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import random
+import tempfile
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import Any, Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from agents.cache import CacheSettings, plan_breakpoints  # noqa: E402
+from agents.messages import Breakpoint, Message, ModelRequest, ToolCall, tool_result  # noqa: E402
+from agents.prompt import build_system_prompt  # noqa: E402
+from agents.providers import PROFILES  # noqa: E402
+from agents.simulator.cache import CacheBlock, PromptCache, SimClock  # noqa: E402
+from agents.simulator.prefix import anthropic_blocks  # noqa: E402
+from agents.simulator.tokenizer import count_tokens  # noqa: E402
+from agents.tools.files import Patch, ReadFile, WriteFile  # noqa: E402
+from agents.tools.search import SearchFiles  # noqa: E402
+from agents.tools.skills import SKILL_VIEW, SKILLS_LIST, Skill, build_skill_invocation  # noqa: E402
+from agents.tools.terminal import Terminal  # noqa: E402
+from agents.transports.anthropic_messages import AnthropicTransport  # noqa: E402
+
+# Rates in USD per million tokens (issue 3, "Benchmark").
+RATE_INPUT = 5.00
+RATE_WRITE_5M = 6.25
+RATE_WRITE_1H = 10.00
+RATE_READ = 0.50
+RATE_OUTPUT = 25.00
+
+TTL_5M_S = 300.0
+TTL_1H_S = 3600.0
+BURSTS = 3
+TURNS_PER_BURST = 4
+TOOL_ITERATIONS_PER_TURN = 10  # + 1 final text request per turn -> 44 requests per burst
+GAPS_S = (25 * 60.0, 50 * 60.0)
+"""Idle gaps between bursts: coffee, then lunch; both beyond 5 minutes, within 1 hour."""
+MODEL = "claude-sonnet-4-5"
+SETTINGS = CacheSettings(ttl="1h")
+"""An all-day, human-paced session: the 1h tier (hermes-facts §3, ``auto`` = 1h for
+human-paced sessions) so the conversation survives the gaps."""
+
+
+@dataclass(slots=True)
+class Bill:
+    """Token buckets and USD for one strategy over a sequence of requests."""
+
+    input: int = 0
+    read: int = 0
+    write_5m: int = 0
+    write_1h: int = 0
+    output: int = 0
+    per_request: list[float] = field(default_factory=list)
+
+    def add(self, *, input: int, read: int, write_5m: int, write_1h: int, output: int) -> float:
+        self.input += input
+        self.read += read
+        self.write_5m += write_5m
+        self.write_1h += write_1h
+        self.output += output
+        cost = usd(input, read, write_5m, write_1h, output)
+        self.per_request.append(cost)
+        return cost
+
+    @property
+    def cost(self) -> float:
+        return usd(self.input, self.read, self.write_5m, self.write_1h, self.output)
+
+    @property
+    def input_side(self) -> int:
+        return self.input + self.read + self.write_5m + self.write_1h
+
+
+def usd(input: int, read: int, write_5m: int, write_1h: int, output: int) -> float:
+    return (input * RATE_INPUT + read * RATE_READ + write_5m * RATE_WRITE_5M
+            + write_1h * RATE_WRITE_1H + output * RATE_OUTPUT) / 1_000_000
+
+
+# ---------------------------------------------------------------------------------------------
+# The scripted session
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Step:
+    """One request: send ``history`` at simulated time ``at`` (seconds); the model answers
+    with ``reply``. ``burst`` numbers the burst (0-based)."""
+
+    at: float
+    burst: int
+    history: tuple[Message, ...]
+    reply: Message
+
+
+def _code(rng: random.Random, lines: int) -> str:
+    words = ["config", "request", "session", "cache", "value", "result", "token", "handler",
+             "message", "prefix", "budget", "worker", "stream", "payload", "index", "limit"]
+    out = []
+    for n in range(lines):
+        a, b, c = rng.sample(words, 3)
+        indent = "    " * rng.randint(0, 3)
+        out.append(f"{indent}{a}_{b} = self.{c}.get({n}, {rng.randint(0, 999)})  # {b} {c}")
+    return "\n".join(out)
+
+
+def script_session(skill: Skill) -> list[Step]:
+    """The all-day session: deterministic (seeded), 3 bursts x 4 turns x 11 requests."""
+    rng = random.Random(20250307)
+    history: list[Message] = []
+    steps: list[Step] = []
+    clock = 9 * 3600.0  # 09:00
+    call_id = 0
+    tools = ["read_file", "search_files", "terminal", "read_file", "patch"]
+    for burst in range(BURSTS):
+        if burst:
+            clock += GAPS_S[burst - 1]
+        for turn in range(TURNS_PER_BURST):
+            if turn:
+                clock += rng.uniform(45, 200)  # the human reads and types
+            if burst == 1 and turn == 0:
+                text = build_skill_invocation(skill, "staging --verbose")
+            else:
+                text = f"Burst {burst} turn {turn}: please look at module_{rng.randint(1, 90)}"
+            history.append(Message(role="user", content=text))
+            for iteration in range(TOOL_ITERATIONS_PER_TURN + 1):
+                if iteration == TOOL_ITERATIONS_PER_TURN:
+                    reply = Message(role="assistant", content="Done. " + _code(rng, 6))
+                    steps.append(Step(at=clock, burst=burst, history=tuple(history),
+                                      reply=reply))
+                    history.append(reply)
+                    clock += rng.uniform(3, 8)
+                    break
+                width = rng.choice([1, 1, 2, 3])
+                calls = []
+                for _ in range(width):
+                    call_id += 1
+                    name = rng.choice(tools)
+                    calls.append(ToolCall(id=f"toolu_{call_id:05d}", name=name,
+                                          arguments=f'{{"path": "src/mod_{call_id}.py"}}'))
+                said = rng.choice(["", "", "Checking that next."])
+                reply = Message(role="assistant", content=said, tool_calls=tuple(calls))
+                steps.append(Step(at=clock, burst=burst, history=tuple(history), reply=reply))
+                history.append(reply)
+                clock += rng.uniform(4, 12)  # model latency + tool time
+                for call in calls:
+                    history.append(tool_result(call, _code(rng, rng.randint(8, 70))))
+    return steps
+
+
+# ---------------------------------------------------------------------------------------------
+# Strategies
+# ---------------------------------------------------------------------------------------------
+
+def _naive(request: ModelRequest) -> ModelRequest:
+    """(b): a marker on each of the last four stored messages, 5m, nothing on the system."""
+    n = len(request.messages)
+    return ModelRequest(model=request.model, system=request.system, messages=request.messages,
+                        tools=request.tools, max_tokens=request.max_tokens, breakpoints=tuple(
+                            Breakpoint(target="message", index=i) for i in range(max(0, n - 4), n)))
+
+
+def bill_with_cache(requests: list[tuple[Step, list[CacheBlock]]], output: list[int],
+                    log: Callable[[str], None] | None) -> Bill:
+    """Replay ``requests`` (prefix blocks of each payload) through a fresh simulator
+    PromptCache on its own clock."""
+    clock = SimClock()
+    cache = PromptCache(clock)
+    bill = Bill()
+    for n, ((step, blocks), out) in enumerate(zip(requests, output)):
+        clock.advance(step.at - clock.now())
+        outcome = cache.process(blocks, namespace=MODEL)
+        cost = bill.add(input=outcome.input_tokens, read=outcome.cache_read_input_tokens,
+                        write_5m=outcome.cache_write_5m_tokens,
+                        write_1h=outcome.cache_write_1h_tokens, output=out)
+        if log is not None:
+            log(f"{n + 1:4d} {step.burst:5d} {step.at / 3600:6.2f}h {outcome.input_tokens:7d} "
+                f"{outcome.cache_read_input_tokens:8d} {outcome.cache_write_5m_tokens:8d} "
+                f"{outcome.cache_write_1h_tokens:8d} {out:6d} {cost:9.4f}")
+    return bill
+
+
+def bill_no_cache(requests: list[tuple[Step, list[CacheBlock]]], output: list[int]) -> Bill:
+    """(a): every input token at the input rate."""
+    bill = Bill()
+    for (_, blocks), out in zip(requests, output):
+        total = sum(b.tokens for b in blocks)
+        bill.add(input=total, read=0, write_5m=0, write_1h=0, output=out)
+    return bill
+
+
+def bill_lower_bound(requests: list[tuple[Step, list[CacheBlock]]], output: list[int]) -> Bill:
+    """(c): per prefix block (chained identity, so a block is "the prefix through it"), the
+    first use pays a write at the TTL its reuse needs (1h if any gap between consecutive uses
+    exceeds 5 minutes, else 5m) or plain input when never reused; every later use reads. Gaps
+    over an hour would need a rewrite; this session has none (asserted)."""
+    sequences = []
+    uses: dict[bytes, list[float]] = {}
+    for step, blocks in requests:
+        keys, running = [], b""
+        for block in blocks:
+            running = _digest(running + block.data)
+            keys.append(running)
+            uses.setdefault(running, []).append(step.at)
+        sequences.append((blocks, keys))
+    seen: set[bytes] = set()
+    bill = Bill()
+    for (blocks, keys), out in zip(sequences, output):
+        buckets = {"input": 0, "read": 0, "write_5m": 0, "write_1h": 0}
+        for block, key in zip(blocks, keys):
+            times = uses[key]
+            if key in seen:
+                buckets["read"] += block.tokens
+                continue
+            seen.add(key)
+            gaps = [b - a for a, b in zip(times, times[1:])]
+            assert all(g <= TTL_1H_S for g in gaps), "lower bound assumes gaps within 1h"
+            if not gaps:
+                buckets["input"] += block.tokens
+            elif max(gaps) > TTL_5M_S:
+                buckets["write_1h"] += block.tokens
+            else:
+                buckets["write_5m"] += block.tokens
+        bill.add(output=out, **buckets)
+    return bill
+
+
+def _digest(data: bytes) -> bytes:
+    return hashlib.sha256(data).digest()
+
+
+# ---------------------------------------------------------------------------------------------
+# Main
+# ---------------------------------------------------------------------------------------------
+
+def build_requests(tmp: Path) -> tuple[list[Step], list[dict[str, Any]],
+                                       list[dict[str, Any]], list[dict[str, Any]], list[int]]:
+    """The scripted steps and, per step, the wire payloads under the planner with ``SETTINGS``,
+    the planner with the default settings (5m), the naive marking, and the output tokens."""
+    skill = Skill(name="deploy", description="Ship the app to an environment",
+                  body=_code(random.Random(7), 60), path=tmp / "deploy" / "SKILL.md")
+    steps = script_session(skill)
+    tools = tuple(t.spec for t in (ReadFile, WriteFile, Patch, SearchFiles, Terminal,
+                                   SKILLS_LIST, SKILL_VIEW))
+    prompt = build_system_prompt(
+        home=None, tool_names=[t.name for t in tools], model=MODEL,
+        provider="anthropic", workspace=tmp, caller_context="You are helping in a web chat.",
+        skills_index="# Skills\n\n- deploy: Ship the app to an environment",
+        memory="The user prefers small, reviewed patches.", user_profile="Name: Ada",
+        session_id="bench-1", started_at=date(2025, 3, 7))
+    transport = AnthropicTransport(PROFILES["anthropic"], api_key=None)
+    planned, default, naive, output = [], [], [], []
+    for step in steps:
+        request = ModelRequest(model=MODEL, system=prompt.text,
+                               messages=step.history, tools=tools,
+                               stable_len=prompt.stable_len)
+        planned.append(transport.build_payload(
+            plan_breakpoints(request, profile_caps=PROFILES["anthropic"], settings=SETTINGS)))
+        default.append(transport.build_payload(
+            plan_breakpoints(request, profile_caps=PROFILES["anthropic"])))
+        naive.append(transport.build_payload(_naive(
+            ModelRequest(model=MODEL, system=prompt.text, messages=step.history,
+                         tools=tools))))
+        reply = step.reply
+        output.append(count_tokens(reply.content) + sum(
+            count_tokens(c.name) + count_tokens(c.arguments) + 3 for c in reply.tool_calls))
+    return steps, planned, default, naive, output
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quiet", action="store_true", help="omit per-request lines")
+    args = parser.parse_args(argv)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory() as tmp:
+        steps, planned, default, naive, output = build_requests(Path(tmp))
+    log = None if args.quiet else print
+    if log:
+        print("   # burst   time   input     read  write5m  write1h output   cost$  (planner)")
+    planned_blocks = [(s, anthropic_blocks(p)) for s, p in zip(steps, planned)]
+    naive_blocks = [(s, anthropic_blocks(p)) for s, p in zip(steps, naive)]
+    ours = bill_with_cache(planned_blocks, output, log)
+    naive_bill = bill_with_cache(naive_blocks, output, None)
+    default_bill = bill_with_cache([(s, anthropic_blocks(p)) for s, p in zip(steps, default)],
+                                   output, None)
+    none_bill = bill_no_cache(planned_blocks, output)
+    bound = bill_lower_bound(planned_blocks, output)
+    elapsed = time.monotonic() - started
+
+    per_burst = [sum(1 for s in steps if s.burst == b) for b in range(BURSTS)]
+    read_share = ours.read / ours.input_side
+    print()
+    print(f"requests: {len(steps)} (per burst {per_burst}); gaps {[g / 60 for g in GAPS_S]} min;"
+          f" planner TTL {SETTINGS.ttl}")
+    print(f"{'strategy':<28}{'input':>10}{'read':>11}{'write5m':>10}{'write1h':>10}"
+          f"{'output':>9}{'cost $':>10}")
+    for name, bill in (("planner (ours, 1h)", ours), ("planner, default 5m", default_bill), ("(a) no caching", none_bill),
+                       ("(b) naive last-4 messages", naive_bill), ("(c) lower bound", bound)):
+        print(f"{name:<28}{bill.input:>10}{bill.read:>11}{bill.write_5m:>10}{bill.write_1h:>10}"
+              f"{bill.output:>9}{bill.cost:>10.4f}")
+    targets = [
+        (f"read share within bursts {read_share:.1%} >= 85%", read_share >= 0.85),
+        (f"cost {ours.cost:.4f} <= 0.3 x (a) = {0.3 * none_bill.cost:.4f}",
+         ours.cost <= 0.3 * none_bill.cost),
+        (f"cost {ours.cost:.4f} < (b) {naive_bill.cost:.4f}", ours.cost < naive_bill.cost),
+        (f"cost {ours.cost:.4f} <= 1.25 x (c) = {1.25 * bound.cost:.4f}",
+         ours.cost <= 1.25 * bound.cost),
+        (f"runtime {elapsed:.1f} s < 60 s", elapsed < 60),
+    ]
+    print()
+    for label, ok in targets:
+        print(f"{'PASS' if ok else 'FAIL'}  {label}")
+    return 0 if all(ok for _, ok in targets) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

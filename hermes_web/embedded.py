@@ -1,0 +1,62 @@
+"""Embedded mode: the Celery worker (threads) and the provider simulator inside the web
+process, so `make run` needs no Redis, no separate worker and no API key (DESIGN.md §1).
+
+Celery's in-memory broker only reaches consumers in the same process, which is exactly what
+this mode wants. The worker is Celery's own (celery.contrib.testing.worker runs a real
+WorkController in a thread without installing signal handlers, which only the main thread
+may do).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from django.conf import settings
+
+log = logging.getLogger("hermes.embedded")
+_started = threading.Event()
+_lock = threading.Lock()
+_handles: dict = {}
+
+
+def start_if_configured() -> None:
+    """Start the simulator and the worker once per process when the settings ask for it."""
+    with _lock:
+        if _started.is_set():
+            return
+        if settings.HERMES["SIMULATOR_EMBEDDED"]:
+            start_simulator()
+        if settings.CELERY_BROKER_URL.startswith("memory://") and not settings.CELERY_TASK_ALWAYS_EAGER:
+            start_worker()
+        _started.set()
+
+
+def start_simulator() -> str:
+    """Serve the provider simulator on HERMES["SIMULATOR_PORT"]; returns its URL."""
+    from agents.simulator import SimulatorServer
+
+    server = SimulatorServer(host="127.0.0.1", port=settings.HERMES["SIMULATOR_PORT"]).start()
+    _handles["simulator"] = server
+    log.warning("provider simulator serving at %s", server.url)
+    return server.url
+
+
+def start_worker() -> None:
+    """Run a Celery worker with a thread pool in a daemon thread of this process."""
+    from celery.contrib.testing.worker import TestWorkController
+
+    from hermes_web.celery import app
+
+    from celery.utils.nodenames import anon_nodename
+
+    worker = TestWorkController(
+        app=app, pool="threads", concurrency=settings.EMBEDDED_WORKER_THREADS,
+        hostname=anon_nodename(), loglevel="WARNING", logfile=None, ready_callback=None,
+        without_heartbeat=True, without_mingle=True, without_gossip=True,
+    )
+    thread = threading.Thread(target=worker.start, name="hermes-embedded-worker", daemon=True)
+    thread.start()
+    worker.ensure_started()
+    _handles["worker"] = worker
+    log.warning("embedded Celery worker started (%s threads)", settings.EMBEDDED_WORKER_THREADS)

@@ -1,0 +1,251 @@
+"""Django settings for Hermes Web: the ONLY module that reads os.environ.
+
+Two run modes (DESIGN.md §1), chosen by the environment alone:
+
+- embedded (no variables set): SQLite in WAL mode, the in-memory channel layer, Celery's
+  in-memory broker with worker threads inside the web process, the provider simulator served
+  by the same process.
+- services (DATABASE_URL and/or REDIS_URL set): PostgreSQL, Redis as broker and channel layer,
+  separate `celery worker` processes.
+
+Harness tunables are collected into one ``HERMES`` mapping; sessions/tasks.py (the composition
+root) turns it into agents/ objects, so agents/ never sees Django settings.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env_str(name: str, default: str = "") -> str:
+    return os.environ.get(name, default)
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    value = os.environ.get(name)
+    return [v.strip() for v in value.split(",") if v.strip()] if value else default
+
+
+DATA_DIR = Path(env_str("HERMES_DATA_DIR", str(BASE_DIR / "var"))).resolve()
+DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def _secret_key() -> str:
+    """DJANGO_SECRET_KEY, else a random key generated once and kept in DATA_DIR (so a fresh
+    machine needs no configuration and sessions survive restarts)."""
+    key = env_str("DJANGO_SECRET_KEY")
+    if key:
+        return key
+    path = DATA_DIR / "secret_key"
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
+DEBUG = env_bool("DJANGO_DEBUG", False)
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
+
+DATABASE_URL = env_str("DATABASE_URL")
+REDIS_URL = env_str("REDIS_URL")
+EMBEDDED = not DATABASE_URL and not REDIS_URL
+"""True in the zero-configuration mode of `make run`."""
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "django_htmx",
+    "template_partials",
+    "axes",
+    "accounts",
+    "sessions.apps.SessionsConfig",
+    "approvals",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+    "axes.middleware.AxesMiddleware",
+]
+
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+
+ROOT_URLCONF = "hermes_web.urls"
+ASGI_APPLICATION = "hermes_web.asgi.application"
+WSGI_APPLICATION = None
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "approvals.context_processors.pending_approvals",
+            ],
+        },
+    },
+]
+
+# --- Database ---------------------------------------------------------------------------
+if DATABASE_URL:
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
+else:
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": env_str("HERMES_SQLITE_PATH", str(DATA_DIR / "hermes.sqlite3")),
+            "OPTIONS": {
+                # WAL: many readers beside one writer (seed, "Where the conversation lives").
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+                # IMMEDIATE: a write transaction takes the lock at BEGIN, so two writers wait
+                # instead of failing with "database is locked" on upgrade.
+                "transaction_mode": "IMMEDIATE",
+                "timeout": 20,
+            },
+        }
+    }
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Channels ---------------------------------------------------------------------------
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL], "capacity": 2000, "expiry": 30},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer",
+                                  "CONFIG": {"capacity": 2000}}}
+
+# --- Celery -----------------------------------------------------------------------------
+CELERY_BROKER_URL = REDIS_URL or "memory://"
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_ALWAYS_EAGER = env_bool("HERMES_CELERY_EAGER", False)
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULE = {
+    "approvals-expire": {"task": "approvals.expire_task", "schedule": 15.0},
+    "turns-recover": {"task": "sessions.turn_recover_task", "schedule": 60.0},
+}
+EMBEDDED_WORKER_THREADS = int(env_str("HERMES_WORKER_THREADS", "4"))
+
+# --- Auth -------------------------------------------------------------------------------
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "session_list"
+LOGOUT_REDIRECT_URL = "login"
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+AXES_FAILURE_LIMIT = int(env_str("HERMES_LOGIN_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = 0.25  # hours
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/lockout.html"
+SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_HTTPONLY = False
+SESSION_COOKIE_SAMESITE = "Lax"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = DATA_DIR / "staticfiles"
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = DEBUG
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env_str("HERMES_LOG_LEVEL", "WARNING")},
+    "loggers": {"hermes": {"level": env_str("HERMES_LOG_LEVEL", "INFO")}},
+}
+
+# --- The harness ------------------------------------------------------------------------
+_SIM_PORT = int(env_str("HERMES_SIMULATOR_PORT", "8765"))
+_DEFAULT_PROVIDER = (
+    "anthropic" if env_str("ANTHROPIC_API_KEY") else "openai" if env_str("OPENAI_API_KEY")
+    else "simulator"
+)
+
+HERMES = {
+    # Provider selection (agents/providers.py profiles; any compatible endpoint works).
+    "PROVIDER": env_str("HERMES_PROVIDER", _DEFAULT_PROVIDER),
+    "MODEL": env_str("HERMES_MODEL"),
+    "CONTEXT_WINDOW": int(env_str("HERMES_CONTEXT_WINDOW", "0")) or None,
+    "API_KEYS": {
+        "ANTHROPIC_API_KEY": env_str("ANTHROPIC_API_KEY"),
+        "OPENAI_API_KEY": env_str("OPENAI_API_KEY"),
+    },
+    "BASE_URLS": {
+        "anthropic": env_str("ANTHROPIC_BASE_URL"),
+        "openai": env_str("OPENAI_BASE_URL"),
+    },
+    # The provider simulator (agents/simulator/): served in-process in embedded mode.
+    "SIMULATOR_URL": env_str("HERMES_SIMULATOR_URL", f"http://127.0.0.1:{_SIM_PORT}"),
+    "SIMULATOR_PORT": _SIM_PORT,
+    "SIMULATOR_EMBEDDED": env_bool("HERMES_SIMULATOR_EMBEDDED", EMBEDDED),
+    # Loop.
+    "MAX_ITERATIONS": int(env_str("HERMES_MAX_ITERATIONS", "90")),
+    "MAX_OUTPUT_TOKENS": int(env_str("HERMES_MAX_OUTPUT_TOKENS", "4096")),
+    "MAX_MESSAGE_CHARS": 100_000,
+    # Prompt cache (agents/cache.py): "5m" or "1h".
+    "CACHE_TTL": env_str("HERMES_CACHE_TTL", "5m"),
+    # Where session workspaces live, and the home holding SOUL.md and skills/.
+    "WORKSPACE_ROOT": Path(env_str("HERMES_WORKSPACE_ROOT", str(DATA_DIR / "workspaces"))),
+    "HOME": Path(env_str("HERMES_HOME", str(DATA_DIR / "home"))),
+    # Approvals: HERMES_YOLO is read here, once, at process start (seed, "The one-line
+    # attack"); agents/policy.py freezes it and nothing later can turn it on.
+    "YOLO": env_bool("HERMES_YOLO", False),
+    "APPROVAL_TIMEOUT_SECONDS": int(env_str("HERMES_APPROVAL_TIMEOUT", "300")),
+    "BACKEND": env_str("HERMES_BACKEND", "auto"),  # auto | local | sandbox
+    # Turn lease (seconds); renewed every iteration.
+    "LEASE_SECONDS": int(env_str("HERMES_LEASE_SECONDS", "120")),
+    # Context management (agents/compaction.py, agents/prune.py).
+    "COMPACTION_ENABLED": env_bool("HERMES_COMPACTION", True),
+    "PRUNE_TRIGGER_TOKENS": int(env_str("HERMES_PRUNE_TRIGGER", "0")),
+    "MICRO_COMPACTION": env_bool("HERMES_MICRO_COMPACTION", False),
+    "PRUNE_ON_COLD_RESUME": env_bool("HERMES_PRUNE_ON_COLD_RESUME", True),
+    "IDLE_COMPACTION_SECONDS": int(env_str("HERMES_IDLE_COMPACTION", "0")),
+}

@@ -1,0 +1,247 @@
+"""The composition root: wires agents/ to the database for one turn.
+
+``turn_execute`` is called by the Celery task (sessions/tasks.py) while it holds the lineage
+turn lease. It builds the harness from settings (provider profile, transport), the session
+row (stored prompt, tool snapshot, durable breaker and calibration state) and the approval
+state (approvals/services.py), runs agents.loop.run_turn with a DbSink, and records how the
+turn ended. No harness decision is made here: this module only fetches, builds and stores.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from agents.budget import IterationBudget
+from agents.cache import CacheSettings
+from agents.errors import ApprovalRequired, LeaseLost, TransportError, TurnCancelled
+from agents.identity import bind_identity
+from agents.loop import Harness, run_turn
+from agents.messages import Message as AgentMessage
+from agents.messages import ModelRequest, ModelResponse, ToolCall
+from agents.prompt import build_system_prompt, recover_stable_len
+from agents.providers import ProviderProfile, resolve_profile
+from agents.request import RequestPipeline
+from agents.tokens import Calibrator
+from agents.tools.dispatch import dispatch_tool_calls
+from agents.tools.spill import apply_spill
+from agents.transports import get_transport
+from sessions import toolbox
+from sessions.events import event_append
+from sessions.leases import lease_renew, lease_validate
+from sessions.models import Session, Turn
+from sessions.services import workspace_path
+from sessions.sink import DbSink
+from sessions.transcript import history_load
+
+log = logging.getLogger("hermes.runner")
+
+
+def provider_profile(session: Session) -> ProviderProfile:
+    """The session's provider profile with the configured overrides (base URL, window)."""
+    hermes = settings.HERMES
+    base_url = None
+    if session.provider.startswith("simulator"):
+        base_url = hermes["SIMULATOR_URL"] + ("/v1" if session.provider.endswith("openai") else "")
+    else:
+        profile = resolve_profile(session.provider)
+        key = "anthropic" if profile.transport == "anthropic_messages" else "openai"
+        base_url = hermes["BASE_URLS"].get(key) or None
+    return resolve_profile(session.provider, base_url=base_url, model=session.model,
+                           context_window=hermes["CONTEXT_WINDOW"])
+
+
+def provider_transport(profile: ProviderProfile, model: str):
+    """The transport for ``profile``; the key value comes from settings (never os.environ)."""
+    api_key = settings.HERMES["API_KEYS"].get(profile.key_env or "", "") or None
+    if api_key is None and profile.name.startswith("simulator"):
+        api_key = "simulator"
+    return get_transport(profile, api_key=api_key, model=model)
+
+
+@dataclass
+class TurnContext:
+    """Everything one turn of one session needs, built lazily from rows and settings."""
+
+    session: Session
+    turn: Turn
+    owner: str
+
+    @cached_property
+    def profile(self) -> ProviderProfile:
+        return provider_profile(self.session)
+
+    @cached_property
+    def transport(self):
+        return provider_transport(self.profile, self.session.model)
+
+    @cached_property
+    def workspace(self) -> Path:
+        return workspace_path(self.session).resolve()
+
+    @cached_property
+    def home(self) -> Path:
+        return Path(settings.HERMES["HOME"])
+
+    def ensure_prompt(self) -> None:
+        """Pin the tool snapshot and build the system prompt once (stored byte-exact)."""
+        session = self.session
+        if session.tool_names and session.system_prompt:
+            return
+        names = session.tool_names or list(toolbox.tool_names_for(session))
+        prompt = build_system_prompt(
+            home=self.home, tool_names=names, model=session.model, provider=session.provider,
+            workspace=self.workspace, caller_context="",
+            skills_index=toolbox.skills_index_for(session, self.workspace), memory="",
+            user_profile="", session_id=str(session.pk), started_at=session.started_at.date())
+        Session.objects.filter(pk=session.pk).update(tool_names=names, system_prompt=prompt.text)
+        session.tool_names, session.system_prompt = names, prompt.text
+
+    @cached_property
+    def pipeline(self) -> RequestPipeline:
+        self.ensure_prompt()
+        session = self.session
+        stable_len = recover_stable_len(session.system_prompt, home=self.home,
+                                        tool_names=session.tool_names, model=session.model,
+                                        provider=session.provider)
+        return RequestPipeline(
+            transport=self.transport, model=session.model, system=session.system_prompt,
+            stable_len=stable_len, tools=toolbox.registry_for(session).specs(session.tool_names),
+            profile=self.profile, calibrator=Calibrator(threshold=self.threshold),
+            cache=CacheSettings(ttl=settings.HERMES["CACHE_TTL"]),
+            max_tokens=min(settings.HERMES["MAX_OUTPUT_TOKENS"], self.profile.max_output_tokens))
+
+    @cached_property
+    def threshold(self) -> int:
+        from agents.compaction import compaction_threshold
+
+        return compaction_threshold(self.profile.context_window)
+
+
+def turn_execute(*, session: Session, turn: Turn, owner: str) -> str:
+    """Run (or resume) ``turn``; returns its final status. Caller holds the turn lease."""
+    ctx = TurnContext(session=session, turn=turn, owner=owner)
+    sink = DbSink(session=session, turn=turn, owner=owner)
+    with bind_identity(session_id=str(session.pk), user_id=str(session.owner_id)):
+        try:
+            history = _begin(ctx, sink)
+            harness = Harness(
+                transport=ctx.transport, prepare=lambda h: _prepare(ctx, sink, h),
+                execute=lambda calls: _execute(ctx, sink, calls),
+                observe=lambda req, resp: _observe(ctx, req, resp),
+                recover=lambda h, exc: _recover(ctx, h, exc))
+            result = run_turn(history, harness=harness, sink=sink,
+                              budget=IterationBudget(settings.HERMES["MAX_ITERATIONS"]))
+        except ApprovalRequired as exc:
+            return _await_approval(ctx, sink, exc)
+        except TurnCancelled:
+            return _finish(ctx, sink, Turn.Status.CANCELLED, "turn.cancelled", {})
+        except LeaseLost:
+            log.warning("turn %s lost its lease; stopping without further writes", turn.pk)
+            return "lease_lost"
+        except TransportError as exc:
+            return _finish(ctx, sink, Turn.Status.FAILED, "turn.failed",
+                           {"reason": _readable(exc)}, error=str(exc))
+        except Exception as exc:  # a bug: record it for the user, keep the trace in the log
+            log.exception("turn %s failed", turn.pk)
+            return _finish(ctx, sink, Turn.Status.FAILED, "turn.failed",
+                           {"reason": f"Internal error ({type(exc).__name__}); the message "
+                                      "was kept and you can retry."}, error=repr(exc))
+    return _finish(ctx, sink, Turn.Status.COMPLETED, "turn.finished",
+                   {"text": result.text[:2000], "status": result.status,
+                    "iterations": result.iterations})
+
+
+def _begin(ctx: TurnContext, sink: DbSink) -> list[AgentMessage]:
+    """Mark the turn running and, for a new turn, store its user message."""
+    turn = ctx.turn
+    with transaction.atomic():
+        lease_validate(session=ctx.session, owner=ctx.owner)
+        resumed = turn.status == Turn.Status.AWAITING_APPROVAL
+        Turn.objects.filter(pk=turn.pk).update(status=Turn.Status.RUNNING,
+                                               started_at=turn.started_at or timezone.now())
+        turn.status = Turn.Status.RUNNING
+        event_append(session_id=ctx.session.pk, type="turn.started",
+                     payload={"turn_id": turn.pk, "resumed": resumed})
+        if not resumed:
+            user_message = toolbox.user_message_for(ctx.session, turn, ctx.workspace)
+            stored = sink.message_added(user_message)
+            Turn.objects.filter(pk=turn.pk).update(user_message_id=stored.id)
+    return history_load(session=ctx.session)
+
+
+def _prepare(ctx: TurnContext, sink: DbSink, history: list[AgentMessage]):
+    lease_renew(session=ctx.session, owner=ctx.owner, seconds=settings.HERMES["LEASE_SECONDS"])
+    prepared = ctx.pipeline.prepare(history)
+    for added in prepared.added:  # stored, so the next request is identical (history.py)
+        sink.message_added(added)
+    sink.estimate = prepared.rough_tokens
+    return prepared.history, prepared.request
+
+
+def _execute(ctx: TurnContext, sink: DbSink, calls: list[ToolCall]):
+    from approvals.services import gate_state
+
+    state = gate_state(session=ctx.session, turn=ctx.turn)
+    outcome = dispatch_tool_calls(
+        calls, registry=toolbox.registry_for(ctx.session), ctx=toolbox.tool_context(ctx),
+        gate=toolbox.policy_gate(ctx, state), should_stop=sink.should_stop)
+    results = apply_spill(list(outcome.results), toolbox.tool_context(ctx))
+    return results, list(outcome.pending)
+
+
+def _observe(ctx: TurnContext, request: ModelRequest, response: ModelResponse) -> None:
+    billed = response.usage.prompt_tokens if response.usage else None
+    anchor = ctx.pipeline.calibrator.after_response(billed)
+    Session.objects.filter(pk=ctx.session.pk).update(
+        usage_anchor=ctx.pipeline.calibrator.to_dict() if anchor or billed else
+        ctx.session.usage_anchor)
+
+
+def _recover(ctx: TurnContext, history: list[AgentMessage], exc: TransportError):
+    ctx.pipeline.calibrator.after_error()
+    return None
+
+
+def _await_approval(ctx: TurnContext, sink: DbSink, exc: ApprovalRequired) -> str:
+    from approvals.services import approval_request_create
+
+    sink.flush()
+    with transaction.atomic():
+        lease_validate(session=ctx.session, owner=ctx.owner)
+        rows = approval_request_create(session=ctx.session, turn=ctx.turn,
+                                       pending=list(exc.pending), workspace=str(ctx.workspace))
+        Turn.objects.filter(pk=ctx.turn.pk).update(status=Turn.Status.AWAITING_APPROVAL)
+        event_append(session_id=ctx.session.pk, type="turn.awaiting_approval",
+                     payload={"turn_id": ctx.turn.pk, "approvals": [r.pk for r in rows]})
+    return Turn.Status.AWAITING_APPROVAL
+
+
+def _finish(ctx: TurnContext, sink: DbSink, status: str, event: str, payload: dict,
+            error: str = "") -> str:
+    """Record how the turn ended (its own transaction; the lease is not required so a
+    failure is always reported) and announce it with the turn's usage totals."""
+    try:
+        sink.flush()
+    except Exception:
+        log.exception("flushing text of turn %s failed", ctx.turn.pk)
+    with transaction.atomic():
+        Turn.objects.filter(pk=ctx.turn.pk).update(status=status, error=error[:5000],
+                                                   finished_at=timezone.now())
+        Session.objects.filter(pk=ctx.session.pk).update(stop_requested=False)
+        event_append(session_id=ctx.session.pk, type=event,
+                     payload={"turn_id": ctx.turn.pk, "usage": sink.usage_total, **payload})
+    return status
+
+
+def _readable(exc: TransportError) -> str:
+    """A provider failure as one sentence a person can act on (no stack trace)."""
+    classified = exc.classified
+    reason = getattr(getattr(classified, "reason", None), "value", None) or "provider_error"
+    return f"The model provider failed ({reason}): {str(exc)[:300]}"

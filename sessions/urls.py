@@ -1,0 +1,19 @@
+"""Chat URLs. Every view fetches through sessions/selectors.py (scoped to the acting user)."""
+
+from django.urls import path
+
+from sessions import views
+
+urlpatterns = [
+    path("", views.session_list_view, name="session_list"),
+    path("sessions/new/", views.session_create_view, name="session_create"),
+    path("sessions/<int:session_id>/", views.session_detail_view, name="session_detail"),
+    path("sessions/<int:session_id>/messages/", views.message_send_view, name="message_send"),
+    path("sessions/<int:session_id>/stop/", views.turn_stop_view, name="turn_stop"),
+    path("sessions/<int:session_id>/rename/", views.session_rename_view, name="session_rename"),
+    path("sessions/<int:session_id>/archive/", views.session_archive_view,
+         name="session_archive"),
+    path("sessions/<int:session_id>/rewind/", views.session_rewind_view, name="session_rewind"),
+    path("sessions/<int:session_id>/events/", views.event_list_view, name="event_list"),
+    path("search/", views.search_view, name="search"),
+]

@@ -1,0 +1,316 @@
+"""Breakpoint planner, TTL rules, stable-prefix registry and cache health (agents/cache.py)."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import threading
+from dataclasses import dataclass
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agents.cache import (
+    REGISTRY, CacheHealth, CacheSettings, StablePrefixRegistry, breakpoint_limit_from_error,
+    cacheable_indexes, plan_breakpoints, register_stable_prefix, tool_run_ends,
+    ttl_order_holds, with_max_breakpoints,
+)
+from agents.messages import Message, ModelRequest, ToolCall, Usage
+from agents.providers import PROFILES
+
+
+@dataclass(frozen=True)
+class Caps:
+    supports_caching: bool = True
+    supports_1h_ttl: bool = True
+    max_breakpoints: int = 4
+    drops_markers_on_tool_only_assistant: bool = False
+
+
+NATIVE = Caps()
+ENVELOPE = Caps(drops_markers_on_tool_only_assistant=True)
+NO_1H = Caps(supports_1h_ttl=False)
+SYSTEM = "You are Hermes.\n\nGuidance.\n\nSession: s1"
+STABLE_LEN = len("You are Hermes.\n\nGuidance.")
+
+
+def user(text: str) -> Message:
+    return Message(role="user", content=text)
+
+
+def tool_group(n: int, start: int, text: str = "calling") -> list[Message]:
+    calls = tuple(ToolCall(id=f"c{start + k}", name="read_file") for k in range(n))
+    out = [Message(role="assistant", content=text, tool_calls=calls)]
+    out += [Message(role="tool", content=f"result {c.id}", tool_call_id=c.id,
+                    tool_name=c.name) for c in calls]
+    return out
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> list[Message]:
+    """Valid histories of 1-80 messages: user turns, plain replies, parallel tool groups
+    (1-4 calls, tool-only or with text, including empty results and an open final group)."""
+    size = draw(st.integers(1, 80))
+    out: list[Message] = [user(draw(st.sampled_from(["hi", "do it", "a" * 40])))]
+    counter = 0
+    while len(out) < size:
+        kind = draw(st.sampled_from(["user", "reply", "group", "group"]))
+        if kind == "user" and out[-1].role != "user":
+            out.append(user(draw(st.sampled_from(["next", "and", "more please"]))))
+        elif kind == "reply" and out[-1].role != "assistant":
+            out.append(Message(role="assistant", content=draw(st.sampled_from(["ok", ""]))))
+        elif out[-1].role != "assistant":
+            n = draw(st.integers(1, 4))
+            group = tool_group(n, counter, draw(st.sampled_from(["", "let me look"])))
+            counter += n
+            if draw(st.booleans()):
+                group[-1] = Message(role="tool", content="", tool_call_id=group[-1].tool_call_id)
+            out += group
+        else:
+            out.append(user("go on"))
+    return out[:size]
+
+
+def group_interiors(messages: list[Message]) -> set[int]:
+    """Independent re-statement of "inside a tool run": every assistant tool-call message and
+    every tool result that is followed by another tool result."""
+    bad = set()
+    for i, m in enumerate(messages):
+        if m.role == "assistant" and m.tool_calls:
+            bad.add(i)
+        if m.role == "tool" and i + 1 < len(messages) and messages[i + 1].role == "tool":
+            bad.add(i)
+    return bad
+
+
+@settings(max_examples=150, deadline=None)
+@given(history=histories(), caps=st.sampled_from([NATIVE, ENVELOPE, NO_1H, Caps(max_breakpoints=2)]),
+       stable=st.booleans(), ttl=st.sampled_from(["5m", "1h"]),
+       prompt_ttl=st.sampled_from([None, "5m", "1h"]))
+def test_b07_planner_properties_over_random_histories(history, caps, stable, ttl, prompt_ttl):
+    """B07: at most 4 markers for any history; none inside a tool run; TTL order holds;
+    input messages are unchanged and carry no markers."""
+    messages = tuple(history)
+    before = copy.deepcopy([m.to_dict() for m in messages])
+    request = ModelRequest(model="m", system=SYSTEM, messages=messages,
+                           stable_len=STABLE_LEN if stable else None)
+    planned = plan_breakpoints(request, profile_caps=caps,
+                               settings=CacheSettings(ttl=ttl, prompt_ttl=prompt_ttl))
+    bps = planned.breakpoints
+    assert len(bps) <= min(4, caps.max_breakpoints)
+    indexes = [bp.index for bp in bps if bp.target == "message"]
+    assert not set(indexes) & group_interiors(history)
+    assert all(messages[i].wire_text.strip() for i in indexes)
+    assert ttl_order_holds(bps)
+    if not caps.supports_1h_ttl:
+        assert {bp.ttl for bp in bps} == {"5m"}
+    assert [m.to_dict() for m in messages] == before
+    assert planned.messages is request.messages and request.breakpoints == ()
+
+
+def test_b07_system_plus_four_user_turns_gets_four_markers_not_five():
+    """B07 input: system + user turns a, b, c, d under "mark every system and user message"
+    would be 5 markers; the planner places system + the last three."""
+    request = ModelRequest(model="m", system="sys", messages=tuple(
+        user(t) for t in "abcd"))
+    bps = plan_breakpoints(request, profile_caps=NATIVE).breakpoints
+    assert [(b.target, b.index) for b in bps] == [
+        ("system", -1), ("message", 1), ("message", 2), ("message", 3)]
+
+
+def test_stable_split_uses_two_system_markers_and_the_last_two_carriers():
+    history = [user("q"), *tool_group(3, 0), Message(role="assistant", content="done"),
+               user("again")]
+    request = ModelRequest(model="m", system=SYSTEM, messages=tuple(history),
+                           stable_len=STABLE_LEN)
+    bps = plan_breakpoints(request, profile_caps=NATIVE).breakpoints
+    assert [(b.target, b.index) for b in bps] == [
+        ("system_stable", -1), ("system", -1), ("message", 5), ("message", 6)]
+
+
+def test_stable_len_equal_to_system_is_not_a_split():
+    request = ModelRequest(model="m", system="abc", messages=(user("x"),), stable_len=3)
+    assert [b.target for b in plan_breakpoints(request, profile_caps=NATIVE).breakpoints] == [
+        "system", "message"]
+
+
+def test_only_last_result_of_a_parallel_group_is_a_boundary():
+    history = [user("q"), *tool_group(3, 0)]
+    assert tool_run_ends(history) == {1, 2, 3}
+    assert cacheable_indexes(tuple(history), NATIVE) == [0, 4]
+
+
+def test_tool_only_assistant_skipped_on_envelope_routes_marker_moves_back():
+    """hermes-facts §20 case 5: an empty assistant with only tool calls gets no marker on an
+    envelope route, whatever its position."""
+    lone = Message(role="assistant", content="", tool_calls=(ToolCall(id="z", name="t"),))
+    assert cacheable_indexes((user("a"), lone), ENVELOPE) == [0]
+
+
+def test_no_caching_route_gets_no_breakpoints():
+    request = ModelRequest(model="m", system=SYSTEM, messages=(user("a"),), stable_len=5)
+    assert plan_breakpoints(request, profile_caps=PROFILES["openai"]).breakpoints == ()
+
+
+def test_ttl_1h_clamped_on_routes_that_do_not_honour_it():
+    request = ModelRequest(model="m", system="s", messages=(user("a"),))
+    planned = plan_breakpoints(request, profile_caps=NO_1H, settings=CacheSettings(ttl="1h"))
+    assert {b.ttl for b in planned.breakpoints} == {"5m"}
+    native = plan_breakpoints(request, profile_caps=NATIVE, settings=CacheSettings(ttl="1h"))
+    assert {b.ttl for b in native.breakpoints} == {"1h"}
+
+
+def test_mixed_ttls_earlier_markers_take_the_longer_one():
+    request = ModelRequest(model="m", system=SYSTEM, messages=(user("a"), user("b")),
+                           stable_len=STABLE_LEN)
+    bps = plan_breakpoints(request, profile_caps=NATIVE,
+                           settings=CacheSettings(ttl="1h", prompt_ttl="5m")).breakpoints
+    assert [b.ttl for b in bps] == ["1h"] * 4
+    bps = plan_breakpoints(request, profile_caps=NATIVE,
+                           settings=CacheSettings(ttl="5m", prompt_ttl="1h")).breakpoints
+    assert [b.ttl for b in bps] == ["1h", "1h", "5m", "5m"]
+
+
+def test_fewer_breakpoints_keep_the_rolling_pair_first():
+    request = ModelRequest(model="m", system=SYSTEM, messages=tuple(user(t) for t in "abcd"),
+                           stable_len=STABLE_LEN)
+    bps = plan_breakpoints(request, profile_caps=Caps(max_breakpoints=3)).breakpoints
+    assert [(b.target, b.index) for b in bps] == [("system", -1), ("message", 2), ("message", 3)]
+
+
+def test_provider_limit_error_parsed_and_caps_lowered():
+    bedrock = ('BedrockException - {"message":"The model returned the following errors: A '
+               'maximum of 4 blocks with cache_control may be provided. Found 5."}')
+    assert breakpoint_limit_from_error(bedrock) == 4
+    assert breakpoint_limit_from_error("overloaded") is None
+    lowered = with_max_breakpoints(PROFILES["anthropic"], 2)
+    request = ModelRequest(model="m", system="s", messages=tuple(user(t) for t in "abcd"))
+    assert len(plan_breakpoints(request, profile_caps=lowered).breakpoints) == 2
+
+
+def test_planner_sets_split_at_from_registered_scaffold():
+    scaffold = "<skill name=\"unique-split-test\">\nsteps\n</skill>\n\n"
+    register_stable_prefix(scaffold)
+    request = ModelRequest(model="m", system="s", messages=(user(scaffold + "args: 1"),))
+    (_, bp) = plan_breakpoints(request, profile_caps=NATIVE).breakpoints
+    assert bp.split_at == len(scaffold)
+
+
+def test_b09_prefix_up_to_earliest_message_breakpoint_is_byte_stable_across_iterations():
+    """B09: over a multi-iteration turn with a stored prompt, sha256 of system + every message
+    before the earliest message breakpoint never changes bytes for what earlier requests saw,
+    and each request's read boundary is the previous request's last breakpoint."""
+    history = [user("fix the bug")]
+
+    def digest(messages: list[Message]) -> str:
+        body = SYSTEM + "".join(json.dumps(m.to_dict(), sort_keys=True) for m in messages)
+        return hashlib.sha256(body.encode()).hexdigest()
+
+    written: str | None = None
+    for iteration in range(12):
+        request = ModelRequest(model="m", system=SYSTEM, messages=tuple(history),
+                               stable_len=STABLE_LEN)
+        bps = plan_breakpoints(request, profile_caps=NATIVE).breakpoints
+        message_bps = [b.index for b in bps if b.target == "message"]
+        if written is not None:
+            assert digest(history[:message_bps[0] + 1]) == written
+        written = digest(history[:message_bps[-1] + 1])
+        history += tool_group(1 + iteration % 3, 10 * iteration)
+
+
+def test_registry_proper_prefix_and_non_blank_tail():
+    reg = StablePrefixRegistry()
+    reg.register("ABC")
+    assert reg.find("ABC") is None
+    assert reg.find("ABC   \n") is None
+    assert reg.find("ABCD") == 3
+    reg.register("AB")
+    assert reg.find("ABCD") == 3
+    assert reg.find("ABX") == 2
+
+
+def test_registry_empty_prefix_ignored_and_entry_bound():
+    reg = StablePrefixRegistry()
+    reg.register("")
+    assert reg.snapshot() == []
+    for k in range(33):
+        reg.register(f"prefix-{k:02d}")
+    snap = reg.snapshot()
+    assert len(snap) == 32 and "prefix-00" not in snap and snap[-1] == "prefix-32"
+
+
+def test_registry_hit_refreshes_recency():
+    reg = StablePrefixRegistry(max_entries=2)
+    reg.register("A-")
+    reg.register("B-")
+    assert reg.find("A-tail") == 2
+    reg.register("C-")
+    assert reg.snapshot() == ["A-", "C-"]
+
+
+def test_registry_char_budget_evicts_oldest_but_never_the_newest():
+    reg = StablePrefixRegistry(max_chars=10)
+    reg.register("aaaa")
+    reg.register("bbbb")
+    reg.register("cccc")
+    assert reg.snapshot() == ["bbbb", "cccc"] and reg.total_chars == 8
+    reg.register("x" * 50)
+    assert reg.snapshot() == ["x" * 50] and reg.total_chars == 50
+    assert reg.find("x" * 50 + " tail") == 50
+
+
+def test_registry_default_budget_is_4_mib_of_chars():
+    reg = StablePrefixRegistry()
+    reg.register("s" * (3 * 1024 * 1024))
+    reg.register("t" * (1024 * 1024))
+    assert len(reg.snapshot()) == 2
+    reg.register("u")
+    assert reg.snapshot() == ["t" * (1024 * 1024), "u"]
+
+
+def test_registry_is_thread_safe_under_concurrent_register_and_find():
+    reg = StablePrefixRegistry(max_entries=8)
+
+    def work(n: int) -> None:
+        for k in range(300):
+            reg.register(f"{n}-{k}:")
+            reg.find(f"{n}-{k}:tail")
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(reg.snapshot()) == 8
+    assert reg.total_chars == sum(len(p) for p in reg.snapshot())
+
+
+def test_process_registry_is_what_register_stable_prefix_feeds():
+    register_stable_prefix("process-wide-scaffold::")
+    assert REGISTRY.find("process-wide-scaffold::tail") == len("process-wide-scaffold::")
+
+
+def test_b09_cache_health_warns_on_third_write_only_call_and_survives_restart():
+    """B09 usage: writes 2400, reads 0, three calls in a row -> one warning, flag persisted."""
+    write_only = Usage(input_tokens=12, output_tokens=80, cache_write_5m_tokens=2400)
+    health = CacheHealth()
+    assert health.observe(write_only, caching=True) is None
+    restored = CacheHealth.from_dict(json.loads(json.dumps(health.to_dict())))
+    assert restored.observe(write_only, caching=True) is None
+    warning = restored.observe(write_only, caching=True)
+    assert warning is not None and "3 consecutive" in warning
+    assert restored.to_dict() == {"streak": 3, "flagged": True}
+    assert restored.observe(write_only, caching=True) is None
+
+
+def test_cache_health_read_resets_and_non_caching_routes_are_ignored():
+    write_only = Usage(cache_write_1h_tokens=100)
+    health = CacheHealth()
+    health.observe(write_only, caching=True)
+    health.observe(write_only, caching=True)
+    health.observe(Usage(cache_read_tokens=50, cache_write_5m_tokens=10), caching=True)
+    assert health.streak == 0
+    for _ in range(5):
+        assert health.observe(write_only, caching=False) is None
+    assert health.observe(None, caching=True) is None and health.streak == 0

@@ -1,0 +1,247 @@
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agents.history import (
+    CONTINUES, EMPTY, INTERRUPTED, NOT_EXECUTED, is_history_shape_error,
+    is_replay_invalid_error, validate_and_repair,
+)
+from agents.messages import Message, ToolCall, tool_result
+
+
+def user(text: str, id: int | None = None) -> Message:
+    return Message(role="user", content=text, id=id)
+
+
+def assistant(text: str = "", *calls: ToolCall, id: int | None = None) -> Message:
+    return Message(role="assistant", content=text, tool_calls=calls, id=id)
+
+
+def call(cid: str, name: str = "terminal", args: str = "{}") -> ToolCall:
+    return ToolCall(id=cid, name=name, arguments=args)
+
+
+def result(cid: str, text: str = "ok", id: int | None = None) -> Message:
+    return Message(role="tool", content=text, tool_call_id=cid, tool_name="terminal", id=id)
+
+
+def is_legal(messages: tuple[Message, ...]) -> bool:
+    """An independent checker of the wire rules the providers enforce."""
+    if not messages or messages[0].role != "user":
+        return False
+    answered: set[str] = set()
+    i = 0
+    while i < len(messages):
+        m = messages[i]
+        if not m.wire_text.strip() and not (m.role == "assistant" and m.tool_calls):
+            return False
+        if m.role == "tool":
+            return False  # every tool result must be consumed by the group below
+        if m.role == "assistant" and i and messages[i - 1].role == "assistant":
+            return False
+        ids = [c.id for c in m.tool_calls]
+        j = i + 1
+        got = []
+        while j < len(messages) and messages[j].role == "tool":
+            got.append(messages[j].tool_call_id)
+            j += 1
+        if sorted(got) != sorted(ids) or answered & set(ids):
+            return False
+        answered |= set(ids)
+        i = j
+    return True
+
+
+def test_b01_interrupt_leaves_calls_unanswered() -> None:
+    """B01: both outstanding calls get an error result right after the group, with the
+    never-ran / interrupted distinction, and the added rows are reported for storage."""
+    history = [user("list files, then read a.txt", 1),
+               assistant("", call("toolu_T1"), call("toolu_T2", "read_file"), id=2),
+               user("stop, read b.txt instead", 3)]
+    repair = validate_and_repair(history, started_call_ids={"toolu_T1"})
+    roles = [m.role for m in repair.messages]
+    assert roles == ["user", "assistant", "tool", "tool", "user"]
+    t1, t2 = repair.messages[2], repair.messages[3]
+    assert (t1.tool_call_id, t1.content, t1.is_error) == ("toolu_T1", INTERRUPTED, True)
+    assert (t2.tool_call_id, t2.content, t2.tool_name) == ("toolu_T2", NOT_EXECUTED, "read_file")
+    assert repair.added == (t1, t2)
+    assert is_legal(repair.messages)
+
+
+def test_b01_stored_repair_makes_the_next_request_identical() -> None:
+    """The caller appends the added rows at the end (new ids); the next repair moves them
+    beside their call and adds nothing: the same request is sent."""
+    history = [user("go", 1), assistant("", call("c1"), call("c2"), id=2), user("next", 3)]
+    first = validate_and_repair(history)
+    stored = history + [m.with_id(10 + k) for k, m in enumerate(first.added)]
+    second = validate_and_repair(stored)
+    assert second.added == ()
+    strip = [(m.role, m.wire_text, m.tool_call_id) for m in first.messages]
+    assert [(m.role, m.wire_text, m.tool_call_id) for m in second.messages] == strip
+
+
+def test_b02_orphan_result_becomes_a_note() -> None:
+    """B02: a tool_result whose call is not in the history is converted to a user note."""
+    history = [user("run tests"), assistant("Running."),
+               Message(role="tool", content="ok", tool_call_id="toolu_T9"),
+               user("continue")]
+    repair = validate_and_repair(history)
+    assert all(m.role != "tool" for m in repair.messages)
+    note = repair.messages[2]
+    assert note.role == "user" and "toolu_T9" in note.content and note.content.endswith("ok")
+    assert any("orphan" in p for p in repair.problems)
+    assert is_legal(repair.messages)
+
+
+def test_b05_one_result_per_call_after_a_handoff() -> None:
+    """B05: the handoff was answered, book_flight was not: exactly one result each."""
+    history = [user("book"), assistant("", call("call_F1", "book_flight"),
+                                       call("call_H1", "transfer_to_hotel_agent")),
+               result("call_H1", "transferred"), user("and the hotel?")]
+    repair = validate_and_repair(history)
+    ids = [m.tool_call_id for m in repair.messages if m.role == "tool"]
+    assert ids == ["call_F1", "call_H1"]
+    assert repair.messages[2].content == NOT_EXECUTED
+    assert is_legal(repair.messages)
+
+
+def test_b06_late_result_for_a_summarised_call_is_kept_as_a_note() -> None:
+    """B06: a result arriving after its call was compacted away still reaches the model."""
+    history = [user("summary of earlier turns"), assistant("Snapshot taken."),
+               Message(role="tool", content="snapshot id 42", tool_call_id="call_S1",
+                       tool_name="create_snapshot")]
+    repair = validate_and_repair(history)
+    assert repair.messages[-1].role == "user"
+    assert "create_snapshot" in repair.messages[-1].content
+    assert "snapshot id 42" in repair.messages[-1].content
+
+
+def test_b15_clock_stepped_load_is_repaired_by_moving_results() -> None:
+    """B15: rows loaded in timestamp order 10,12,13,11 — the stored result for c_a is moved
+    back beside its call; nothing is invented."""
+    rows = {10: assistant("", call("c_a"), id=10), 11: result("c_a", "A", 11),
+            12: assistant("", call("c_b"), id=12), 13: result("c_b", "B", 13)}
+    by_timestamp = [user("go", 9), rows[10], rows[12], rows[13], rows[11]]
+    repair = validate_and_repair(by_timestamp)
+    assert [m.id for m in repair.messages] == [9, 10, 11, 12, 13]
+    assert repair.added == ()
+    assert is_legal(repair.messages)
+    by_id = validate_and_repair([user("go", 9), rows[10], rows[11], rows[12], rows[13]])
+    assert by_id.problems == () and by_id.messages == repair.messages
+
+
+def test_b17_empty_content_is_never_sent() -> None:
+    """B17: empty user/assistant/tool content becomes a visible stand-in; an assistant that
+    carries tool calls may stay empty."""
+    history = [user(""), assistant("   "), user("hi"), assistant("", call("c1")),
+               Message(role="tool", content="", tool_call_id="c1")]
+    repair = validate_and_repair(history)
+    texts = [m.wire_text for m in repair.messages]
+    assert texts == [EMPTY, EMPTY, "hi", "", EMPTY]
+    assert is_legal(repair.messages)
+
+
+def test_b17_sidecar_is_what_gets_checked() -> None:
+    m = Message(role="user", content="visible", sent_content="")
+    fixed = validate_and_repair([m]).messages[0]
+    assert fixed.sent_content == EMPTY and fixed.content == "visible"
+
+
+def test_b20_reasoning_is_never_replayed() -> None:
+    """B20: thinking is display-only; the repaired history carries none and the change is
+    not a problem to report."""
+    history = [user("q"), Message(role="assistant", content="a", reasoning="thought…")]
+    repair = validate_and_repair(history)
+    assert all(m.reasoning is None for m in repair.messages)
+    assert repair.problems == ()
+
+
+def test_b21_half_built_call_is_answered_and_its_arguments_parse() -> None:
+    """B21: a tool call cut mid-stream is never replayed with broken JSON and is answered
+    as not executed."""
+    cut = call("toolu_S1", "write_file", '{"path":"notes.md","content":"# Ti')
+    repair = validate_and_repair([user("write notes"), assistant("I'll write the file", cut)])
+    assert repair.messages[1].tool_calls[0].arguments == "{}"
+    assert repair.messages[2].content == NOT_EXECUTED and repair.messages[2].is_error
+    assert is_legal(repair.messages)
+
+
+def test_duplicate_results_are_dropped_and_groups_ordered() -> None:
+    history = [user("go"), assistant("", call("a"), call("b")), result("b", "B"),
+               result("a", "A"), result("a", "A again")]
+    repair = validate_and_repair(history)
+    assert [(m.tool_call_id, m.content) for m in repair.messages[2:]] == [("a", "A"), ("b", "B")]
+    assert any("duplicate" in p for p in repair.problems)
+
+
+def test_assistants_in_a_row_merge_and_leading_assistant_gets_a_user() -> None:
+    history = [assistant("hello", id=1), assistant("again", call("c"), id=2), result("c")]
+    repair = validate_and_repair(history)
+    assert repair.messages[0] == Message(role="user", content=CONTINUES)
+    merged = repair.messages[1]
+    assert merged.content == "hello\n\nagain" and merged.id == 1 and merged.tool_calls
+    assert is_legal(repair.messages)
+
+
+def test_legal_history_is_returned_unchanged() -> None:
+    history = [user("a", 1), assistant("", call("c"), id=2), result("c", "r", 3),
+               assistant("done", id=4), user("b", 5)]
+    repair = validate_and_repair(history)
+    assert repair.messages == tuple(history) and repair.problems == () and repair.added == ()
+
+
+CALL_IDS = ["c1", "c2", "c3", "c4"]
+message_st = st.one_of(
+    st.builds(user, st.sampled_from(["", " ", "hi", "more"])),
+    st.builds(lambda t, ids: assistant(t, *(call(i) for i in ids)),
+              st.sampled_from(["", "ok", "  "]),
+              st.lists(st.sampled_from(CALL_IDS), max_size=3, unique=True)),
+    st.builds(lambda i, t: result(i, t), st.sampled_from(CALL_IDS + ["zz"]),
+              st.sampled_from(["", "out", "other"])),
+    st.builds(lambda r: Message(role="assistant", content="x", reasoning=r), st.just("why")),
+)
+
+
+@settings(max_examples=200)
+@given(st.lists(message_st, max_size=12), st.sets(st.sampled_from(CALL_IDS)))
+def test_repair_is_legal_deterministic_and_idempotent(messages: list[Message],
+                                                      started: set[str]) -> None:
+    repair = validate_and_repair(messages, started_call_ids=started)
+    if messages:
+        assert is_legal(repair.messages)
+    again = validate_and_repair(repair.messages)
+    assert again.messages == repair.messages
+    assert again.problems == () and again.added == ()
+    assert validate_and_repair(messages, started_call_ids=started) == repair
+    for added in repair.added:
+        assert added.is_error and added.content in (NOT_EXECUTED, INTERRUPTED)
+
+
+@settings(max_examples=100)
+@given(st.lists(message_st, max_size=12))
+def test_storing_added_rows_at_the_end_reproduces_the_same_request(
+        messages: list[Message]) -> None:
+    first = validate_and_repair(messages)
+    second = validate_and_repair([*messages, *first.added])
+    assert second.messages == first.messages and second.added == ()
+
+
+def test_history_shape_errors_are_recognised() -> None:
+    shape = [
+        "messages.1: `tool_use` ids were found without `tool_result` blocks immediately after",
+        "messages.2.content.0: unexpected `tool_use_id` found in `tool_result` blocks: toolu_T9",
+        "Messages with role 'tool' must be a response to a preceding message with 'tool_calls'",
+        "An assistant message with 'tool_calls' must be followed by tool messages responding to "
+        "each 'tool_call_id'. The following tool_call_ids did not have response messages: c_a",
+        "messages.0: all messages must have non-empty content except for the optional final "
+        "assistant message",
+        "Found AIMessages with tool_calls that do not have a corresponding ToolMessage",
+    ]
+    assert all(is_history_shape_error(s) for s in shape)
+    assert not is_history_shape_error("prompt is too long: 205310 tokens > 200000 maximum")
+    assert not is_history_shape_error("overloaded_error")
+    assert is_replay_invalid_error("messages.1.content.0: Invalid `signature` in `thinking` block")
+    assert is_replay_invalid_error("`thinking` or `redacted_thinking` blocks in the latest "
+                                   "assistant message cannot be modified")
+    assert not is_replay_invalid_error(shape[0])

@@ -1,0 +1,53 @@
+"""Shared fixtures: users and teams built directly (no factory library), logged-in clients,
+and a provider simulator served over real HTTP for the whole test session."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def simulator():
+    """A running provider simulator (agents/simulator/), shared by the test session."""
+    from agents.simulator import SimulatorServer
+
+    server = SimulatorServer(host="127.0.0.1", port=0).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def hermes_settings(settings, tmp_path, simulator):
+    """Point the harness at the test simulator and a temporary workspace root."""
+    settings.HERMES = {**settings.HERMES, "PROVIDER": "simulator", "MODEL": "",
+                       "SIMULATOR_URL": simulator.url, "WORKSPACE_ROOT": tmp_path / "ws",
+                       "HOME": tmp_path / "home"}
+    simulator.state.reset()
+    return settings
+
+
+@pytest.fixture
+def make_user(db, django_user_model):
+    """make_user(name, team=None, role="member", staff=False) -> User (password "pw-<name>")."""
+    from accounts.models import Membership, Team
+
+    def make(name: str, *, team: str | None = None, role: str = "member", staff: bool = False):
+        user = django_user_model.objects.create_user(username=name, password=f"pw-{name}",
+                                                     is_staff=staff)
+        if team:
+            team_row, _ = Team.objects.get_or_create(name=team)
+            Membership.objects.create(user=user, team=team_row, role=role)
+        return user
+
+    return make
+
+
+@pytest.fixture
+def login(client):
+    """login(user) -> the Django test client, logged in as ``user``."""
+
+    def do(user):
+        client.force_login(user, backend="django.contrib.auth.backends.ModelBackend")
+        return client
+
+    return do
