@@ -120,8 +120,9 @@ def plan_breakpoints(request: ModelRequest, *, profile_caps: ProfileCaps,
     prompt, then the last two cacheable messages; with no stable split, the system prompt plus
     the last three. At most ``min(4, profile_caps.max_breakpoints)``: when the route allows
     fewer, the rolling pair is kept first (it is what reads within a burst), then the system
-    end, then the stable end. Message breakpoints get ``split_at`` from the stable-prefix
-    registry. TTLs are clamped by ``effective_ttl`` and then made non-increasing along
+    end, then the stable end. A message breakpoint gets ``split_at`` from the stable-prefix
+    registry when it is the newest message (see the comment in the body). TTLs are clamped
+    by ``effective_ttl`` and then made non-increasing along
     system -> messages (an earlier marker takes the longest TTL of any later one). A route
     without caching gets no breakpoints. Messages are frozen and shared, never copied or marked.
     """
@@ -149,9 +150,13 @@ def plan_breakpoints(request: ModelRequest, *, profile_caps: ProfileCaps,
     planned: list[Breakpoint] = []
     for target, index in chosen:
         if target == "message":
-            text = request.messages[index].wire_text
+            # Split only the newest message: the transport renders a message as two blocks
+            # only while it carries the marker, so a split on an older message would change
+            # its block layout on the next request and miss the cache from there on.
+            newest = index == len(request.messages) - 1
+            split_at = find_stable_prefix(request.messages[index].wire_text) if newest else None
             planned.append(Breakpoint(target="message", index=index, ttl=message_ttl,
-                                      split_at=find_stable_prefix(text)))
+                                      split_at=split_at))
         else:
             planned.append(Breakpoint(target=target, ttl=prompt_ttl))  # type: ignore[arg-type]
     return replace(request, breakpoints=_monotonic_ttls(planned))

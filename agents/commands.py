@@ -12,6 +12,7 @@ ask) is agents/command_risk.py; deciding is agents/policy.py. Nothing here runs 
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,12 +51,16 @@ class SimpleCommand:
     def text(self, layer: int = -1) -> str:
         return " ".join(self.layers[layer])
 
+    def display(self) -> str:
+        """The outermost layer plus redirections, for people (``sudo -n id > out``)."""
+        return " ".join((*self.layers[0], *(f"{op} {t}" for op, t in self.redirects)))
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ParsedCommand:
     """A command line after parsing. ``findings``: (rule, detail) pairs the parser itself
     raised: "unparseable", "dynamic_name", "eval_dynamic", "pipe_to_shell", "fork_bomb",
-    "exec_process_substitution", "inline_code". ``normalized``: commands joined by " ; "."""
+    "exec_process_substitution", "inline_code". ``normalized``: each command's display form, joined by " ; "."""
 
     source: str
     commands: tuple[SimpleCommand, ...]
@@ -63,7 +68,7 @@ class ParsedCommand:
 
     @property
     def normalized(self) -> str:
-        return " ; ".join(c.text() for c in self.commands)
+        return " ; ".join(c.display() for c in self.commands)
 
     @property
     def parseable(self) -> bool:
@@ -163,11 +168,27 @@ class _Walker:
         return None
 
     def word(self, node: Any, depth: int) -> Word:
-        """Expand one word: substitutions analysed (and evaluated when static),
-        parameters set earlier in this line substituted, others left as written."""
-        text, dyn = node.word, 0
-        for part in getattr(node, "parts", []) or []:
-            raw = self.src[part.pos[0]:part.pos[1]]
+        """Expand one word: quotes removed, substitutions analysed (and evaluated when
+        static), parameters set earlier in this line substituted, others left as written.
+        Quote removal is shlex's on the raw text (bashlex mishandles ``'a'"'"'b'``), with
+        each expansion held by a placeholder meanwhile."""
+        start = node.pos[0]
+        raw_word = self.src[start:node.pos[1]]
+        parts = sorted(getattr(node, "parts", []) or [], key=lambda p: p.pos[0])
+        template, cursor, fills = "", 0, []
+        for i, part in enumerate(parts):
+            template += raw_word[cursor:part.pos[0] - start] + f"HERMESPART{i}Z"
+            cursor = part.pos[1] - start
+            fills.append(self.src[part.pos[0]:part.pos[1]])
+        template += raw_word[cursor:]
+        try:
+            tokens = shlex.split(template)
+        except ValueError:
+            tokens = []
+        text = tokens[0] if len(tokens) == 1 else node.word
+        placeholders = len(tokens) == 1
+        dyn = 0
+        for i, part in enumerate(parts):
             value: str | None = None
             if part.kind == "commandsubstitution":
                 out = self.walk(part.command, depth)
@@ -176,14 +197,14 @@ class _Walker:
                 self.walk(part.command, depth)
             elif part.kind == "parameter":
                 value = self.env.get(getattr(part, "value", ""))
-                if value is None and getattr(part, "value", "") == "HOME":
-                    continue  # $HOME stays as written; command_risk knows it is home
-            elif part.kind == "tilde":
-                continue
-            if value is None:
-                dyn = 2
-            else:
-                text, dyn = text.replace(raw, value, 1), max(dyn, 1)
+            if value is None and part.kind != "tilde" and not (
+                    part.kind == "parameter" and getattr(part, "value", "") == "HOME"):
+                dyn = 2  # $HOME and ~ stay as written: command_risk knows they are home
+            elif value is not None:
+                dyn = max(dyn, 1)
+            shown = fills[i] if value is None else value
+            text = (text.replace(f"HERMESPART{i}Z", shown, 1) if placeholders
+                    else text.replace(fills[i], shown, 1))
         return Word(text, dyn)
 
     def command(self, node: Any, depth: int, stdin: str | None, piped: bool) -> str | None:
@@ -234,6 +255,8 @@ class _Walker:
             nxt = unwrap(current)
             if nxt is None:
                 break
+            if layers[-1][0] == "xargs" and data is not None:
+                nxt = nxt + [Word(t, 1) for t in data.split()]  # xargs appends its stdin
             current = nxt
         if not layers:
             return ""

@@ -96,6 +96,9 @@ def validate_and_repair(messages: Sequence[Message], *,
       its position, into a user note carrying its text, so output the model never saw is not
       lost (B06) and no provider sees a dangling ``tool_use_id``.
     - Tool-call arguments that are not a JSON object become "{}" (B21).
+    - A call id repeated in a later call (some providers reuse "call_0" every turn) is sent as
+      ``<id>_r<n>``; stored results are claimed by calls in order. ``added`` rows keep the
+      stored id, so storing them reproduces the same request.
     - Empty or whitespace-only content becomes ``EMPTY`` (assistants that carry tool calls may
       be empty); two assistants in a row are merged; a history that opens with an assistant
       gets a ``CONTINUES`` user message first.
@@ -114,6 +117,7 @@ def validate_and_repair(messages: Sequence[Message], *,
 
     out: list[Message] = []
     added: list[Message] = []
+    seen: Counter[str] = Counter()
     for index, m in enumerate(msgs):
         if m.role == "tool":
             if m.tool_call_id not in call_ids:
@@ -122,28 +126,37 @@ def validate_and_repair(messages: Sequence[Message], *,
                 out.append(_orphan_note(m))
             # Results of known calls are emitted beside their call; skip them here.
             continue
-        if m.role == "assistant" and m.tool_calls:
-            m = replace(m, tool_calls=tuple(_legal_call(c, problems) for c in m.tool_calls))
+        stored_ids = [c.id for c in m.tool_calls]
+        wire_ids = []
+        for cid in stored_ids:
+            seen[cid] += 1
+            wire_ids.append(cid if seen[cid] == 1 else f"{cid}_r{seen[cid]}")
+        if m.tool_calls:
+            calls = tuple(_legal_call(c, problems) for c in m.tool_calls)
+            if wire_ids != stored_ids:
+                problems.append("repeated tool call ids made unique on the wire")
+                calls = tuple(replace(c, id=w) for c, w in zip(calls, wire_ids))
+            m = replace(m, tool_calls=calls)
         out.append(m)
-        for k, call in enumerate(m.tool_calls):
-            queue = pending.get(call.id)
+        for k, (call, cid) in enumerate(zip(m.tool_calls, stored_ids)):
+            queue = pending.get(cid)
             if queue:
                 source = queue.popleft()
                 if source != index + 1 + k:
                     problems.append(f"moved result for call {call.id} next to its call")
-                out.append(msgs[source])
+                out.append(replace(msgs[source], tool_call_id=call.id))
                 continue
-            text = INTERRUPTED if call.id in started else NOT_EXECUTED
-            synthetic = Message(role="tool", content=text, tool_call_id=call.id,
+            text = INTERRUPTED if cid in started else NOT_EXECUTED
+            synthetic = Message(role="tool", content=text, tool_call_id=cid,
                                 tool_name=call.name, is_error=True)
             problems.append(f"unanswered call {call.id} ({call.name}) given an error result")
-            out.append(synthetic)
+            out.append(replace(synthetic, tool_call_id=call.id))
             added.append(synthetic)
-        for call in m.tool_calls:
-            calls_left[call.id] -= 1
-            while calls_left[call.id] == 0 and pending.get(call.id):
-                pending[call.id].popleft()
-                problems.append(f"dropped duplicate result for call {call.id}")
+        for cid in stored_ids:
+            calls_left[cid] -= 1
+            while calls_left[cid] == 0 and pending.get(cid):
+                pending[cid].popleft()
+                problems.append(f"dropped duplicate result for call {cid}")
 
     legal = _legal_roles(out, problems)
     return Repair(messages=tuple(legal), added=tuple(added), problems=tuple(problems))

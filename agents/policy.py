@@ -1,14 +1,58 @@
 """The approval policy: one pure function decides allow / ask / deny for every tool call.
 
-(Being written by the policy helper; the Decision shape below is the shared contract.)
+``decide(call, ctx)`` is the only gate between a model's tool call and the world; the CLI
+checker (``check_command``), the loop, resumes, child agents and scheduled runs all call it.
+The order of its checks is the security design (seed "The fourth fault"; hermes-facts §10):
+
+1. missing or unparseable state → deny (no identity, bad arguments, no workspace);
+2. isolated backend → only the deny list (and the instruction-file gate, below) applies;
+3. hardline floor and the app's own config files → deny, nothing overrides, bypass included;
+4. sudo password-piping guard → deny;  5. the user's and team's deny list → deny;
+6. a human's decision on this very call (approved / denied with a reason);
+7. instruction files (AGENTS.md, skills ...) → ask, one operation at a time;
+8. bypass → allow;  9. "always" and session rules → allow;
+10. unattended (scheduled run, child agent) → deny;  11. ask.
+
+Decisions on the instruction-file gate: it is checked even on the isolated backend (the
+workspace is bound read-write into the sandbox and outlives it, so a rewritten AGENTS.md
+poisons every later session: isolation does not contain that damage) and is never covered
+by bypass or rules (seed "The gate that trust cannot switch off"). Only the human decision
+on that single call passes it.
+
+Pure apart from resolving paths on disk (realpath: symlinks and ``..`` are resolved before
+any check; failure case B33) and reading the acting identity contextvar. Never reads
+os.environ: bypass is a value the caller passes (see ``freeze_bypass``). Command parsing is
+agents/commands.py; what a command risks is agents/command_risk.py.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+import json
+import os
+import posixpath
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from typing import Any, Literal
+
+from agents.command_forms import normalize_pattern
+from agents.command_risk import Finding, assess, write_targets
+from agents.commands import ParsedCommand, parse_command
+from agents.errors import HarnessError
+from agents.identity import current_identity
+from agents.messages import ToolCall
 
 Verdict = Literal["allow", "ask", "deny"]
+
+READ_ONLY_TOOLS = frozenset({"read_file", "search_files", "skills_list", "skill_view",
+                             "session_search"})
+WRITE_TOOLS = frozenset({"write_file", "patch"})
+COMMAND_TOOLS = frozenset({"terminal"})
+PROTECTED_NAMES = frozenset({"agents.md", "claude.md", "hermes.md", ".hermes.md", "soul.md",
+                             ".cursorrules", "skill.md"})
+"""Basenames (compared case-insensitively) of files that steer future sessions; any file
+under a ``skills`` directory is protected too (hermes-facts §10, seed "The gate ...")."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -27,3 +71,342 @@ class Decision:
     reason: str = ""
     risk_class: str = ""
     normalized: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PolicyContext:
+    """Everything ``decide`` may consult, gathered by the caller from trusted state.
+
+    ``session_id`` / ``user_id``: the acting identity; None falls back to the identity
+    contextvar (agents/identity.py) and, if that is unset too, means deny (fail closed).
+    ``workspace``: the session workspace (absolute); None denies file and command tools.
+    ``backend_isolated``: commands run in a sandbox; ``backend_has_host_paths``: that
+    sandbox can write host paths, so it is not treated as isolated.
+    ``deny_rules``: the user's and team's patterns (``sudo *``, ``git push --force``),
+    matched against every wrapper layer of every normalised simple command.
+    ``always_rules`` / ``session_rules``: approved patterns, same matching.
+    ``approved_call_ids`` / ``denied_call_ids``: tool call id → the human's note or reason.
+    ``bypass``: the frozen process-start value OR the audited per-session toggle.
+    ``unattended``: no human can answer (scheduled run, child agent): ask becomes deny.
+    ``app_config_paths``: the app's own settings/env files and HERMES home (hard-blocked for
+    reads and writes); ``sensitive_paths``: credential locations, treated the same.
+    ``extra_protected_names``: more instruction-file basenames (case-insensitive).
+    """
+
+    session_id: str | None
+    user_id: str | None
+    workspace: str | None
+    backend_isolated: bool = False
+    backend_has_host_paths: bool = False
+    deny_rules: tuple[str, ...] = ()
+    always_rules: tuple[str, ...] = ()
+    session_rules: tuple[str, ...] = ()
+    approved_call_ids: Mapping[str, str] = field(default_factory=dict)
+    denied_call_ids: Mapping[str, str] = field(default_factory=dict)
+    bypass: bool = False
+    unattended: bool = False
+    app_config_paths: tuple[str, ...] = ()
+    sensitive_paths: tuple[str, ...] = ()
+    extra_protected_names: tuple[str, ...] = ()
+
+
+class BypassFrozen(HarnessError):
+    """``freeze_bypass`` was called again with a different value after startup."""
+
+
+_BYPASS: list[bool] = []  # empty until frozen; then exactly one value for the process
+
+
+def freeze_bypass(value: bool) -> bool:
+    """Fix the process-wide bypass (HERMES_YOLO) once, at startup. Returns the value.
+
+    The attack it prevents (seed "The one-line attack"; failure case B32): skills, plugins
+    and generated code run inside this process, so a bypass read from the environment on
+    every check is switched off by one injected ``os.environ[...] = "1"`` (or an ``export``
+    in a shell), silently, for every later call. Here the settings module reads the variable
+    once before any model output exists and passes the value; this module never reads the
+    environment. A repeat call with the same value is a no-op (settings may be imported
+    twice); any other raises BypassFrozen, so a later attempt to turn it on is loud.
+    """
+    value = bool(value)
+    if not _BYPASS:
+        _BYPASS.append(value)
+        return value
+    if _BYPASS[0] != value:
+        raise BypassFrozen(f"bypass is frozen at {_BYPASS[0]} for this process; "
+                           f"refusing to change it to {value}")
+    return value
+
+
+def bypass_frozen() -> bool:
+    """The process-start bypass; False until ``freeze_bypass`` ran (fail closed)."""
+    return bool(_BYPASS and _BYPASS[0])
+
+
+def _d(verdict: Verdict, rule: str, reason: str, risk: str = "", normalized: str = ""
+       ) -> Decision:
+    return Decision(verdict=verdict, rule=rule, reason=reason, risk_class=risk,
+                    normalized=normalized)
+
+
+def check_command(command: str, ctx: PolicyContext) -> Decision:
+    """Decide a terminal command as if the model had asked for it (the ``hermes policy``
+    management command). Same function, same order: ``decide`` on a terminal ToolCall."""
+    call = ToolCall(id="policy-check", name="terminal",
+                    arguments=json.dumps({"command": command}))
+    return decide(call, ctx)
+
+
+def decide(call: ToolCall, ctx: PolicyContext) -> Decision:
+    """allow / ask / deny for ``call`` under ``ctx`` (order in the module docstring).
+
+    Tool names: READ_ONLY_TOOLS are allowed inside the workspace; ``terminal`` commands are
+    parsed and assessed; WRITE_TOOLS are checked by resolved path; any other tool asks
+    (denies when unattended). Never raises for bad input: it denies.
+    """
+    try:
+        args = call.parsed_arguments()
+    except (ValueError, TypeError):
+        return _d("deny", "unparseable_arguments", "the tool arguments are not a JSON object")
+    ident = current_identity()
+    if ident is not None and (ctx.session_id not in (None, ident.session_id)
+                              or ctx.user_id not in (None, ident.user_id)):
+        return _d("deny", "identity_mismatch",
+                  "the acting identity differs from the policy context")
+    user_id = ctx.user_id or (ident.user_id if ident else None)
+    session_id = ctx.session_id or (ident.session_id if ident else None)
+    known = bool(user_id and session_id)
+    if call.name in READ_ONLY_TOOLS:
+        return _decide_paths(call, args, ctx, write=False)
+    if not known:
+        return _d("deny", "missing_identity",
+                  "no acting session or user: a decision without identity denies")
+    if call.name in COMMAND_TOOLS:
+        command = args.get("command")
+        if not isinstance(command, str) or not command.strip():
+            return _d("deny", "unparseable_arguments", "terminal needs a command string")
+        return _decide_command(call.id, command, ctx)
+    if call.name in WRITE_TOOLS:
+        return _decide_paths(call, args, ctx, write=True)
+    name = f"tool:{call.name}"
+    return _gate(call.id, ctx, "unknown_tool", "unknown_tool",
+                 f"{call.name} is not a tool the policy knows", name,
+                 lambda pattern: fnmatchcase(name, pattern))
+
+
+def _gate(call_id: str, ctx: PolicyContext, rule: str, risk: str, reason: str,
+          normalized: str, covered_by: Any) -> Decision:
+    """Steps 6, 8-11 for a call that would ask: human decision, bypass, rules, ask."""
+    if call_id in ctx.denied_call_ids:
+        return _d("deny", "human_denied", ctx.denied_call_ids[call_id] or "denied by a person",
+                  risk, normalized)
+    if call_id in ctx.approved_call_ids:
+        return _d("allow", "human_approved", ctx.approved_call_ids[call_id], risk, normalized)
+    if ctx.bypass:
+        return _d("allow", "bypass", f"approvals bypassed ({reason})", risk, normalized)
+    for rule_name, patterns in (("always_rule", ctx.always_rules),
+                                ("session_rule", ctx.session_rules)):
+        hit = next((p for p in patterns if covered_by(p)), None)
+        if hit is not None:
+            return _d("allow", rule_name, f"approved by rule {hit!r}", risk, normalized)
+    return _ask_or_deny(ctx, rule, risk, reason, normalized)
+
+
+def _ask_or_deny(ctx: PolicyContext, rule: str, risk: str, reason: str, normalized: str
+                 ) -> Decision:
+    if ctx.unattended:
+        return _d("deny", "unattended", f"no human can approve this here: {reason}", risk,
+                  normalized)
+    return _d("ask", rule, reason, risk, normalized)
+
+
+def _protected_gate(call_id: str, ctx: PolicyContext, reason: str, normalized: str
+                    ) -> Decision:
+    """Step 7: one operation at a time; only a human decision on this call passes."""
+    if call_id in ctx.denied_call_ids:
+        return _d("deny", "human_denied", ctx.denied_call_ids[call_id] or "denied by a person",
+                  "instruction_file", normalized)
+    if call_id in ctx.approved_call_ids:
+        return _d("allow", "human_approved", ctx.approved_call_ids[call_id],
+                  "instruction_file", normalized)
+    return _ask_or_deny(ctx, "protected_file", "instruction_file", reason, normalized)
+
+
+# --- paths -------------------------------------------------------------------------------
+
+def _resolve(path: str, ctx: PolicyContext, cwd: str | None = None) -> tuple[str, str]:
+    """(lexical absolute path, realpath). ``~`` is the workspace (the command HOME and the
+    file tools' meaning); relative paths start at ``cwd`` or the workspace."""
+    base = ctx.workspace or "/"
+    text = re.sub(r"^(\$HOME|\$\{HOME\})(?=/|$)", "~", path)
+    if text == "~" or text.startswith("~/"):
+        text = posixpath.join(base, text[2:])
+    elif cwd and not text.startswith("/"):
+        text = posixpath.join(_resolve(cwd, ctx)[0], text)
+    lexical = posixpath.normpath(posixpath.join(base, text))
+    return lexical, os.path.realpath(lexical)
+
+
+def _within(path: str, root: str) -> bool:
+    try:
+        return os.path.commonpath([path, root]) == root
+    except ValueError:
+        return False
+
+
+def _sensitive(real: str, ctx: PolicyContext) -> bool:
+    """Inside the app's own config or a credential location (both sides resolved: B33b)."""
+    return any(_within(real, os.path.realpath(p))
+               for p in (*ctx.app_config_paths, *ctx.sensitive_paths))
+
+
+def _protected(lexical: str, real: str, ctx: PolicyContext) -> bool:
+    """An instruction file by its given name or its resolved name, case-insensitively."""
+    names = PROTECTED_NAMES | {n.lower() for n in ctx.extra_protected_names}
+    workspace = os.path.realpath(ctx.workspace) if ctx.workspace else "/"
+    for p in (lexical, real):
+        rel = os.path.relpath(p, workspace) if _within(p, workspace) else p
+        parts = [x.lower() for x in rel.split("/") if x]
+        if parts and (parts[-1] in names or "skills" in parts[:-1]):
+            return True
+    return False
+
+
+def _call_paths(call: ToolCall, args: dict[str, Any]) -> list[str] | None:
+    """Paths a file tool touches; None when the arguments do not say (→ deny)."""
+    if call.name in ("skills_list", "skill_view", "session_search"):
+        return []
+    if call.name == "search_files":
+        return [args.get("path") or "."]
+    paths: list[Any] = [args[k] for k in ("path", "file_path") if k in args]
+    edits = args.get("edits")
+    if isinstance(edits, list):
+        paths += [e.get("path") if isinstance(e, dict) else None for e in edits]
+    if isinstance(args.get("patch"), str):
+        paths += re.findall(r"^\*\*\* (?:Add|Update|Delete) File: (.+?)\s*$|^\*\*\* Move to: "
+                            r"(.+?)\s*$", args["patch"], re.M)
+        paths = [p if isinstance(p, str) else (p[0] or p[1]) for p in paths]
+    if not paths or not all(isinstance(p, str) and p.strip() and "\0" not in p for p in paths):
+        return None
+    return paths
+
+
+def _decide_paths(call: ToolCall, args: dict[str, Any], ctx: PolicyContext, *, write: bool
+                  ) -> Decision:
+    """File tools: resolve every path, then app config → deny, outside the workspace →
+    deny (the file tools refuse it too), instruction files (writes) → the gate."""
+    paths = _call_paths(call, args)
+    if paths is None:
+        return _d("deny", "unparseable_arguments", f"{call.name}: no usable path argument")
+    if not paths:
+        return _d("allow", "read_only", "read-only tool")
+    if ctx.workspace is None:
+        return _d("deny", "missing_state", "no session workspace is known")
+    workspace = os.path.realpath(ctx.workspace)
+    resolved = [_resolve(p, ctx) for p in paths]
+    shown = ", ".join(real for _, real in resolved)
+    for lexical, real in resolved:
+        if _sensitive(real, ctx):
+            return _d("deny", "app_config", f"{real} is the application's own configuration "
+                      "or a credential file", "app_config", real)
+        if not _within(real, workspace):
+            return _d("deny", "outside_workspace", f"{real} resolves outside the session "
+                      "workspace", "host_write" if write else "host_read", real)
+    if not write:
+        return _d("allow", "read_only", "read-only tool inside the workspace", "", shown)
+    if any(_protected(lexical, real, ctx) for lexical, real in resolved):
+        return _protected_gate(call.id, ctx, "writes a file that steers future sessions "
+                               "(instruction or skill file); a multi-file edit is gated whole",
+                               shown)
+    return _d("allow", "workspace_write", "write inside the session workspace", "", shown)
+
+
+# --- commands ----------------------------------------------------------------------------
+
+def _matches(pattern: str, parsed: ParsedCommand, index: int | None) -> bool:
+    """Does ``pattern`` (normalised like a command) match command ``index`` (any wrapper
+    layer), or, for ``index`` None, the whole normalised line? A pattern also matches a
+    command that continues with more arguments (``sudo`` matches ``sudo id``)."""
+    pat = normalize_pattern(pattern)
+    if not pat:
+        return False
+    texts = [parsed.normalized] if index is None else [
+        " ".join(layer) for layer in parsed.commands[index].layers]
+    return any(fnmatchcase(t, pat) or fnmatchcase(t, pat + " *") for t in texts)
+
+
+def _any_match(patterns: tuple[str, ...], parsed: ParsedCommand) -> str | None:
+    for p in patterns:
+        if any(_matches(p, parsed, i) for i in range(len(parsed.commands))) or \
+                _matches(p, parsed, None):
+            return p
+    return None
+
+
+def _command_paths(parsed: ParsedCommand, ctx: PolicyContext
+                   ) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(every path-like word, resolved; the write targets, resolved)."""
+    words: list[tuple[str, str]] = []
+    targets: list[tuple[str, str]] = []
+    for cmd in parsed.commands:
+        for t in write_targets(cmd):
+            targets.append(_resolve(t, ctx, cmd.cwd))
+        for w in (*cmd.argv[1:], *(t for _, t in cmd.redirects)):
+            w = w.split("=", 1)[1] if w.startswith("-") and "=" in w else w
+            if w and not w.startswith("-") and ("/" in w or w.startswith((".", "~", "$HOME"))):
+                words.append(_resolve(w, ctx, cmd.cwd))
+    return words + targets, targets
+
+
+def _decide_command(call_id: str, command: str, ctx: PolicyContext) -> Decision:
+    parsed = parse_command(command)
+    norm = parsed.normalized if parsed.parseable else command
+    if ctx.workspace is None:
+        return _d("deny", "missing_state", "no session workspace is known", "", norm)
+    findings = assess(parsed)
+    touched, targets = _command_paths(parsed, ctx)
+    denied_by = _any_match(ctx.deny_rules, parsed)
+    protected = [real for lexical, real in targets if _protected(lexical, real, ctx)]
+    if ctx.backend_isolated and not ctx.backend_has_host_paths:
+        if denied_by is not None:
+            return _d("deny", "deny_list", f"matches deny rule {denied_by!r}", "deny_list", norm)
+        if protected:
+            return _protected_gate(call_id, ctx, f"writes {protected[0]}, a file that "
+                                   "steers future sessions", norm)
+        if not parsed.parseable and ctx.deny_rules:
+            return _gate(call_id, ctx, "unparseable", "obfuscation", "cannot check the deny "
+                         "list against a command that does not parse", norm, lambda p: False)
+        return _d("allow", "isolated_backend", "isolated backend: only the deny list applies",
+                  "", norm)
+    hard = [f for f in findings if f.level == "hardline"]
+    if hard:
+        return _d("deny", "hardline", hard[0].reason, hard[0].risk_class, norm)
+    config = next((real for _, real in touched if _sensitive(real, ctx)), None)
+    if config is not None:
+        return _d("deny", "app_config", f"{config} is the application's own configuration "
+                  "or a credential file", "app_config", norm)
+    guard = [f for f in findings if f.level == "guard"]
+    if guard:
+        return _d("deny", "sudo_guard", guard[0].reason, "privilege", norm)
+    if denied_by is not None:
+        return _d("deny", "deny_list", f"matches deny rule {denied_by!r}", "deny_list", norm)
+    if protected:
+        return _protected_gate(call_id, ctx, f"writes {protected[0]}, a file that steers "
+                               "future sessions", norm)
+    asks = [f for f in findings if f.level == "ask"]
+    if not asks:
+        return _d("allow", "default_allow", "no risky pattern", "", norm)
+
+    def covered_by(pattern: str) -> bool:
+        return all(_covers(pattern, parsed, f) for f in asks)
+
+    first = asks[0]
+    reason = "; ".join(dict.fromkeys(f.reason for f in asks))
+    return _gate(call_id, ctx, first.rule, first.risk_class, reason, norm, covered_by)
+
+
+def _covers(pattern: str, parsed: ParsedCommand, finding: Finding) -> bool:
+    """An unparseable command is never covered by a rule (it always asks)."""
+    if finding.rule == "unparseable":
+        return False
+    return _matches(pattern, parsed, finding.command)

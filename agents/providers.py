@@ -26,7 +26,7 @@ class ProviderProfile:
     - ``base_url``: endpoint root. Anthropic: the host root (the SDK appends /v1/messages);
       OpenAI-compatible: the ``.../v1`` root (the transport appends /chat/completions).
     - ``key_env``: NAME of the environment variable holding the key (None: no key needed).
-      Settings read the value; agents/ never touches os.environ.
+      Settings read the value; agents/ never reads the environment.
     - ``default_model``: model id used when none is configured.
     - ``context_window``: tokens the model accepts (``HERMES_CONTEXT_WINDOW`` overrides).
     - ``max_output_tokens``: output cap in tokens.

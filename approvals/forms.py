@@ -1,5 +1,5 @@
-"""Forms for the approval gate's three POSTs: a decision, a rule revocation (no fields) and
-the per-session bypass toggle. Validation of who may do what lives in approvals/services.py."""
+"""Forms for the approval gate's POSTs: a decision and the per-session bypass toggle.
+Who may do what is decided in approvals/services.py, not here."""
 
 from __future__ import annotations
 
@@ -10,10 +10,27 @@ from approvals.services import CHOICES
 
 class ApprovalDecisionForm(forms.Form):
     """choice: once / session / always / deny; reason: optional, passed to the model on deny
-    (at most 2,000 chars)."""
+    (at most 2,000 chars). The pair decision=approve|deny + scope=once|session|always is
+    accepted too (the chat page's card posts it)."""
 
-    choice = forms.ChoiceField(choices=[(c, c) for c in CHOICES])
+    choice = forms.ChoiceField(choices=[(c, c) for c in CHOICES], required=False)
+    decision = forms.ChoiceField(choices=[("approve", "approve"), ("deny", "deny")],
+                                 required=False)
+    scope = forms.ChoiceField(choices=[(c, c) for c in CHOICES if c != "deny"],
+                              required=False)
     reason = forms.CharField(required=False, max_length=2000, strip=True)
+
+    def clean(self) -> dict:
+        data = super().clean()
+        if not data.get("choice"):
+            if data.get("decision") == "deny":
+                data["choice"] = "deny"
+            elif data.get("decision") == "approve":
+                data["choice"] = data.get("scope") or "once"
+            else:
+                raise forms.ValidationError(
+                    "Choose approve once, for this session, always, or deny.")
+        return data
 
 
 class SessionBypassForm(forms.Form):

@@ -88,7 +88,8 @@ def _call_command(call: ToolCall, decision: Decision) -> tuple[str, dict]:
     paths = [args["path"]] if isinstance(args.get("path"), str) else []
     edits = args.get("edits")
     if isinstance(edits, list):
-        paths += [e["path"] for e in edits if isinstance(e, dict) and isinstance(e.get("path"), str)]
+        paths += [e["path"] for e in edits
+                  if isinstance(e, dict) and isinstance(e.get("path"), str)]
     if paths:
         return ", ".join(paths), args
     return (decision.normalized or json.dumps(args, sort_keys=True)), args
@@ -247,7 +248,8 @@ def _decision_record(*, approval: ApprovalRequest, user, choice: str, reason: st
     _resume_if_settled(approval)
 
 
-def approval_decide(*, user, approval_id: int, choice: Choice, reason: str = "") -> ApprovalRequest:
+def approval_decide(*, user, approval_id: int, choice: Choice,
+                    reason: str = "") -> ApprovalRequest:
     """Record one human decision: once / session / always approve, or deny with a reason
     (passed to the model as "denied by X: reason").
 
@@ -353,17 +355,22 @@ def _lineage_q(session: Session) -> Q:
     return Q(session_id=root) | Q(session__lineage_root_id=root)
 
 
-def session_rules_for(session: Session) -> dict[str, tuple[str, ...]]:
-    """{tool_name: normalised commands approved "for this session"} across the session's
-    lineage (compaction segments are the same conversation)."""
-    rules: dict[str, list[str]] = {}
+def session_rules_for(session: Session) -> tuple[tuple[str, str], ...]:
+    """(tool_name, normalised command) pairs approved "for this session", across the
+    session's lineage (compaction segments are the same conversation), oldest first."""
+    rules: list[tuple[str, str]] = []
     rows = (ApprovalRequest.objects.filter(_lineage_q(session), state=State.APPROVED,
                                            scope=ApprovalRequest.Scope.SESSION)
             .values_list("tool_name", "normalized").order_by("id"))
-    for tool_name, pattern in rows:
-        if pattern not in rules.setdefault(tool_name, []):
-            rules[tool_name].append(pattern)
-    return {name: tuple(patterns) for name, patterns in rules.items()}
+    for pair in rows:
+        if pair not in rules:
+            rules.append(pair)
+    return tuple(rules)
+
+
+def turn_has_pending_approvals(*, turn: Turn) -> bool:
+    """True while any request of ``turn`` still waits for a human (the resume waits)."""
+    return ApprovalRequest.objects.filter(turn=turn, state=State.PENDING).exists()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -371,20 +378,25 @@ class GateState:
     """Everything durable the policy needs for one session's turn (the runner turns it into
     agents.policy.PolicyContext).
 
-    ``always_rules``/``session_rules``: {tool_name: normalised patterns}.
+    ``always_rules``/``session_rules``: (tool_name, normalised pattern) pairs, oldest first.
     ``always_rule_ids``: {(tool_name, pattern): ApprovalRule id}, for ``rule_hit``.
     ``approved_call_ids``: tool call ids a human approved in this turn.
     ``denied_call_ids``: {tool_call_id: the result text the model gets}.
     ``deny_rules``: the owner's teams' deny patterns. ``bypass``: Session.bypass_approvals.
     """
 
-    always_rules: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    always_rules: tuple[tuple[str, str], ...] = ()
     always_rule_ids: Mapping[tuple[str, str], int] = field(default_factory=dict)
-    session_rules: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    session_rules: tuple[tuple[str, str], ...] = ()
     approved_call_ids: frozenset[str] = frozenset()
     denied_call_ids: Mapping[str, str] = field(default_factory=dict)
     deny_rules: tuple[str, ...] = ()
     bypass: bool = False
+
+    def patterns_for(self, tool_name: str, *, scope: str = "always") -> tuple[str, ...]:
+        """The patterns of one tool, from the "always" (default) or "session" rules."""
+        pairs = self.always_rules if scope == "always" else self.session_rules
+        return tuple(pattern for name, pattern in pairs if name == tool_name)
 
     def rule_id_for(self, *, tool_name: str, pattern: str) -> int | None:
         """The ApprovalRule id behind an "always" pattern (this tool first, then any)."""
@@ -409,13 +421,10 @@ def gate_state(*, session: Session, turn: Turn | None) -> GateState:
     whole session when None). The latest request for a tool call id wins."""
     owner_team_ids = list(Membership.objects.filter(user_id=session.owner_id)
                           .values_list("team_id", flat=True))
-    always: dict[str, list[str]] = {}
     rule_ids: dict[tuple[str, str], int] = {}
     for rule in (ApprovalRule.objects.filter(Q(user_id=session.owner_id)
                                              | Q(team_id__in=owner_team_ids), revoked=False)
                  .order_by("id")):
-        if rule.pattern not in always.setdefault(rule.tool_name, []):
-            always[rule.tool_name].append(rule.pattern)
         rule_ids.setdefault((rule.tool_name, rule.pattern), rule.pk)
     team_ids = set(owner_team_ids) | ({session.team_id} if session.team_id else set())
     deny: list[str] = []
@@ -432,7 +441,7 @@ def gate_state(*, session: Session, turn: Turn | None) -> GateState:
               for cid, a in latest.items() if a.state != State.APPROVED}
     bypass = bool(Session.objects.filter(pk=session.pk)
                   .values_list("bypass_approvals", flat=True).first())
-    return GateState(always_rules={k: tuple(v) for k, v in always.items()},
+    return GateState(always_rules=tuple(rule_ids),
                      always_rule_ids=rule_ids, session_rules=session_rules_for(session),
                      approved_call_ids=approved, denied_call_ids=denied,
                      deny_rules=tuple(deny), bypass=bypass)

@@ -9,3 +9,12 @@ class SessionsConfig(AppConfig):
     label = "agent_sessions"
     verbose_name = "Agent sessions"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # HERMES_YOLO was read once by settings at process start; freeze it before any model
+        # output can exist (seed, "The one-line attack"). Nothing later can turn it on.
+        from django.conf import settings
+
+        from agents.policy import freeze_bypass
+
+        freeze_bypass(settings.HERMES["YOLO"])

@@ -50,6 +50,10 @@ class Session(models.Model):
     compaction_recovery_deadline = models.JSONField(null=True, blank=True)
     compaction_failure_cooldown_until = models.DateTimeField(null=True, blank=True)
     compaction_state = models.JSONField(default=dict, blank=True)
+    compaction_count = models.IntegerField(default=0)
+    # The per-session compaction lease (300 s), re-validated inside the commit transaction.
+    compaction_lease_owner = models.CharField(max_length=100, blank=True, default="")
+    compaction_lease_expires_at = models.DateTimeField(null=True, blank=True)
     prune_rearm_tokens = models.IntegerField(default=0)
     usage_anchor = models.JSONField(null=True, blank=True)
     # Prompt-cache health (agents/cache.py CacheHealth) and its admin-visible flag.

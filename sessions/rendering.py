@@ -21,8 +21,9 @@ from django.template.loader import render_to_string
 from django.utils.safestring import SafeString, mark_safe
 from markdown_it import MarkdownIt
 
-from sessions.models import Message, RunEvent, Session, Turn, UsageRecord
+from sessions.models import RunEvent, Session, Turn, UsageRecord
 from sessions.selectors import event_list_after, message_list_display
+from sessions.transcript import message_to_display
 
 _markdown = MarkdownIt("commonmark", {"html": False, "linkify": False, "breaks": True}).enable(
     ["table", "strikethrough"])
@@ -35,6 +36,8 @@ SUMMARY_CHARS = 80
 """Length of a tool card's one-line argument summary (chars)."""
 OUTPUT_PREVIEW_CHARS = 20_000
 """Tool output shown in a card (chars); the full result stays in the transcript row."""
+APPROVAL_EVENTS = frozenset({"approval.requested", "approval.decided"})
+"""Event types whose partial depends on the viewer (rendered with a database read)."""
 STATUS_EVENTS = frozenset({"turn.queued", "turn.started", "turn.finished", "turn.failed",
                            "turn.cancelled", "turn.awaiting_approval"})
 """Event types whose frame carries the turn-status partial."""
@@ -72,14 +75,6 @@ def argument_summary(arguments: Any) -> str:
         text = arguments if isinstance(arguments, str) else json.dumps(arguments)
     text = " ".join(str(text).split())
     return text if len(text) <= SUMMARY_CHARS else text[:SUMMARY_CHARS - 1] + "…"
-
-
-def message_to_dict(row: Message) -> dict:
-    """A row in the wire shape of message.added / tool.result payloads (docs/protocol.md)."""
-    return {"id": row.id, "role": row.role, "content": row.content, "kind": row.kind,
-            "tool_calls": row.tool_calls or [], "tool_call_id": row.tool_call_id,
-            "tool_name": row.tool_name, "is_error": row.is_error, "active": row.active,
-            "compacted": row.compacted, "has_sidecar": row.has_sidecar}
 
 
 def tool_card(call: dict, result: dict | None = None) -> dict:
@@ -129,9 +124,13 @@ def _partial(name: str, context: dict) -> str:
     return render_to_string(f"sessions/detail.html#{name}", context)
 
 
-def event_html(event: dict) -> str | None:
+def event_html(event: dict, *, user=None) -> str | None:
     """The rendered partial(s) for one event dict (event_to_dict shape), or None for events
-    the client applies without HTML (text.delta, usage, session.updated)."""
+    the client applies without HTML (text.delta, usage, session.updated).
+
+    Approval cards depend on who looks (approve/deny rights), so approval events need
+    ``user`` and read the database (approvals/rendering.py); every other event renders from
+    its payload alone and may be rendered inside an event loop."""
     type, payload = event["type"], event.get("payload") or {}
     if type == "message.added":
         message = payload.get("message") or {}
@@ -142,9 +141,13 @@ def event_html(event: dict) -> str | None:
         return _partial("tool-call", {"card": tool_card(payload.get("tool_call") or {})})
     if type == "tool.result":
         return _partial("tool-result", {"card": _orphan_result(payload.get("message") or {})})
-    if type in ("approval.requested", "approval.decided"):
-        return _partial("approval-card", {"approval": _approval_dict(type, payload),
-                                          "session_id": event.get("session_id")})
+    if type in APPROVAL_EVENTS:
+        from approvals.rendering import approval_event_html
+
+        approval_id = (payload.get("approval") or {}).get("id", payload.get("approval_id"))
+        if user is None or approval_id is None:
+            return None
+        return approval_event_html(user=user, payload={"approval": {"id": approval_id}}) or None
     if type in STATUS_EVENTS:
         html = _partial("turn-status", {"status": status_item(type, payload),
                                         "session_id": event.get("session_id")})
@@ -187,18 +190,10 @@ def _orphan_result(message: dict) -> dict:
     return card
 
 
-def _approval_dict(type: str, payload: dict) -> dict:
-    if type == "approval.requested":
-        return {**(payload.get("approval") or {}), "state": "pending"}
-    return {"id": payload.get("approval_id"), "state": payload.get("state", ""),
-            "scope": payload.get("scope", ""), "decider": payload.get("decider", ""),
-            "reason": payload.get("reason", "")}
-
-
-def event_frame(event: dict) -> dict:
+def event_frame(event: dict, *, user=None) -> dict:
     """The websocket / polling frame for one event: the event dict plus "html" when the
-    event has a partial (docs/protocol.md)."""
-    html = event_html(event)
+    event has a partial (docs/protocol.md). ``user``: see event_html."""
+    html = event_html(event, user=user)
     return {**event, "html": html} if html is not None else dict(event)
 
 
@@ -216,17 +211,19 @@ def streaming_text(events: list[RunEvent]) -> tuple[str, int | None]:
     return text, index
 
 
-def transcript_context(*, session: Session) -> dict:
+def transcript_context(*, session: Session, user, request=None) -> dict:
     """Everything the chat page draws, read so that nothing is lost or shown twice on a
     reload mid-stream: ``last_seq`` is read FIRST, so every event after it is replayed by
     the socket; anything already drawn is replaced by DOM id, never appended twice.
 
-    Returns {"last_seq", "items", "status", "streaming", "queued", "approvals"}.
+    Returns {"last_seq", "items", "status", "streaming", "streaming_index", "queued",
+    "approval_cards"}.
     """
     from approvals.models import ApprovalRequest
+    from approvals.rendering import approval_card_html
 
     last_seq = Session.objects.values_list("event_seq", flat=True).get(pk=session.pk)
-    rows = [message_to_dict(m) for m in message_list_display(session=session)]
+    rows = [message_to_display(m) for m in message_list_display(session=session)]
     turns = list(Turn.objects.filter(session=session).order_by("id"))
     results = {m["tool_call_id"]: m for m in rows if m["role"] == "tool"}
     footers = _turn_footers(turns)
@@ -256,16 +253,14 @@ def transcript_context(*, session: Session) -> dict:
             streaming, index = streaming_text(events)
     state = {None: "idle", "queued": "queued", "running": "running",
              "awaiting_approval": "awaiting_approval"}[running.status if running else None]
-    approvals = [
-        {"id": a.id, "tool_name": a.tool_name, "command": a.command, "reason": a.reason,
-         "risk_class": a.risk_class, "allow_always": a.allow_always, "state": a.state}
-        for a in ApprovalRequest.objects.filter(session=session,
-                                                state=ApprovalRequest.State.PENDING)]
+    approval_cards = [approval_card_html(a, user, request=request) for a in
+                      ApprovalRequest.objects.filter(session=session,
+                                                     state=ApprovalRequest.State.PENDING)]
     queued = [{"turn_id": t.pk, "text": t.input_text[:2000]} for t in turns
               if t.user_message_id is None and t.status in (Turn.Status.QUEUED,
                                                             Turn.Status.RUNNING)]
     return {"last_seq": last_seq, "items": items, "streaming": streaming,
-            "streaming_index": index, "queued": queued, "approvals": approvals,
+            "streaming_index": index, "queued": queued, "approval_cards": approval_cards,
             "status": {"state": state, "reason": "", "turn_id": running.pk if running else None}}
 
 

@@ -72,6 +72,8 @@ class TurnContext:
     session: Session
     turn: Turn
     owner: str
+    idle_seconds: float = 0.0
+    first_request: bool = True
 
     @cached_property
     def profile(self) -> ProviderProfile:
@@ -117,6 +119,19 @@ class TurnContext:
             cache=CacheSettings(ttl=settings.HERMES["CACHE_TTL"]),
             max_tokens=min(settings.HERMES["MAX_OUTPUT_TOKENS"], self.profile.max_output_tokens))
 
+    def rebuild_after_compaction(self) -> None:
+        """A compaction is the one moment the prefix may change: rebuild the system prompt
+        (issue 4) and start calibration afresh."""
+        Session.objects.filter(pk=self.session.pk).update(system_prompt="")
+        self.session.system_prompt = ""
+        self.__dict__.pop("pipeline", None)
+
+    @cached_property
+    def breaker(self):
+        from sessions.context import breaker_load
+
+        return breaker_load(self.session)
+
     @cached_property
     def threshold(self) -> int:
         from agents.compaction import compaction_threshold
@@ -130,12 +145,14 @@ def turn_execute(*, session: Session, turn: Turn, owner: str) -> str:
     sink = DbSink(session=session, turn=turn, owner=owner)
     with bind_identity(session_id=str(session.pk), user_id=str(session.owner_id)):
         try:
+            if turn.kind in ("compact", "prune"):
+                return _reduce_by_hand(ctx, sink)
             history = _begin(ctx, sink)
             harness = Harness(
                 transport=ctx.transport, prepare=lambda h: _prepare(ctx, sink, h),
                 execute=lambda calls: _execute(ctx, sink, calls),
                 observe=lambda req, resp: _observe(ctx, req, resp),
-                recover=lambda h, exc: _recover(ctx, h, exc))
+                recover=lambda h, exc: _recover(ctx, sink, h, exc))
             result = run_turn(history, harness=harness, sink=sink,
                               budget=IterationBudget(settings.HERMES["MAX_ITERATIONS"]))
         except ApprovalRequired as exc:
@@ -158,9 +175,35 @@ def turn_execute(*, session: Session, turn: Turn, owner: str) -> str:
                     "iterations": result.iterations})
 
 
+def _reduce_by_hand(ctx: TurnContext, sink: DbSink) -> str:
+    """`/compact` or `/prune` typed in the chat: run it now, whatever the gates say (the
+    breaker still records the outcome)."""
+    from sessions.context import session_compact, session_prune
+
+    Turn.objects.filter(pk=ctx.turn.pk).update(status=Turn.Status.RUNNING,
+                                               started_at=timezone.now())
+    event_append(session_id=ctx.session.pk, type="turn.started",
+                 payload={"turn_id": ctx.turn.pk, "command": ctx.turn.kind})
+    history = history_load(session=ctx.session)
+    if ctx.turn.kind == "compact":
+        done = session_compact(ctx=ctx, sink=sink, history=history, forced=True, reason="manual")
+    else:
+        prepared = ctx.pipeline.prepare(history)
+        done = session_prune(ctx=ctx, history=prepared.history,
+                             projected=prepared.projected_tokens, forced=True)
+    text = (f"/{ctx.turn.kind} done." if done is not None
+            else f"/{ctx.turn.kind}: nothing to reduce.")
+    return _finish(ctx, sink, Turn.Status.COMPLETED, "turn.finished",
+                   {"text": text, "status": "completed", "iterations": 0})
+
+
 def _begin(ctx: TurnContext, sink: DbSink) -> list[AgentMessage]:
     """Mark the turn running and, for a new turn, store its user message."""
     turn = ctx.turn
+    from sessions.models import Message
+
+    last = Message.objects.filter(session=ctx.session).order_by("-id").first()
+    ctx.idle_seconds = (timezone.now() - last.created_at).total_seconds() if last else 0.0
     with transaction.atomic():
         lease_validate(session=ctx.session, owner=ctx.owner)
         resumed = turn.status == Turn.Status.AWAITING_APPROVAL
@@ -177,8 +220,26 @@ def _begin(ctx: TurnContext, sink: DbSink) -> list[AgentMessage]:
 
 
 def _prepare(ctx: TurnContext, sink: DbSink, history: list[AgentMessage]):
+    """Repair, reduce when a gate says so, plan. Reductions run only here, at an iteration
+    boundary, after every result of the previous batch is stored."""
+    from sessions.context import cold_resume, session_compact, session_prune
+
     lease_renew(session=ctx.session, owner=ctx.owner, seconds=settings.HERMES["LEASE_SECONDS"])
     prepared = ctx.pipeline.prepare(history)
+    reduced = None
+    if ctx.first_request and cold_resume(ctx.session, idle_seconds=ctx.idle_seconds):
+        reduced = session_prune(ctx=ctx, history=prepared.history,
+                                projected=prepared.projected_tokens, cold=True)
+    elif settings.HERMES["PRUNE_TRIGGER_TOKENS"] > 0:
+        reduced = session_prune(ctx=ctx, history=prepared.history,
+                                projected=prepared.projected_tokens)
+    if (reduced is None and settings.HERMES["COMPACTION_ENABLED"]
+            and ctx.pipeline.calibrator.should_compact(prepared.rough_tokens)):
+        reduced = session_compact(ctx=ctx, sink=sink, history=prepared.history, forced=False,
+                                  reason="threshold")
+    if reduced is not None:
+        prepared = ctx.pipeline.prepare(reduced)
+    ctx.first_request = False
     for added in prepared.added:  # stored, so the next request is identical (history.py)
         sink.message_added(added)
     sink.estimate = prepared.rough_tokens
@@ -197,16 +258,35 @@ def _execute(ctx: TurnContext, sink: DbSink, calls: list[ToolCall]):
 
 
 def _observe(ctx: TurnContext, request: ModelRequest, response: ModelResponse) -> None:
+    """Where the billed count arrives: re-anchor calibration, judge the compaction verdict,
+    track cache health; all persisted on the row."""
+    from sessions.context import breaker_save
+
     billed = response.usage.prompt_tokens if response.usage else None
-    anchor = ctx.pipeline.calibrator.after_response(billed)
-    Session.objects.filter(pk=ctx.session.pk).update(
-        usage_anchor=ctx.pipeline.calibrator.to_dict() if anchor or billed else
-        ctx.session.usage_anchor)
+    calibrator = ctx.pipeline.calibrator
+    calibrator.after_response(billed)
+    ctx.breaker.on_response(billed, ctx.threshold)
+    breaker_save(ctx.session, ctx.breaker)
+    toolbox.cache_health_record(ctx, response.usage)
+    Session.objects.filter(pk=ctx.session.pk).update(usage_anchor=calibrator.to_dict())
 
 
-def _recover(ctx: TurnContext, history: list[AgentMessage], exc: TransportError):
+def _recover(ctx: TurnContext, sink: DbSink, history: list[AgentMessage],
+             exc: TransportError):
+    """A provider overflow compacts and retries (backstop 2); a 400 about history shape is
+    repaired by a forced compaction (never the same payload again). Else None: fail."""
+    from agents.history import is_history_shape_error
+    from agents.tokens import is_context_overflow
+    from sessions.context import session_compact
+
     ctx.pipeline.calibrator.after_error()
-    return None
+    classified = exc.classified
+    overflow = bool(getattr(classified, "compress", False)) or is_context_overflow(str(exc))
+    shape = bool(getattr(classified, "history_shape", False)) or is_history_shape_error(str(exc))
+    if not (overflow or shape):
+        return None
+    return session_compact(ctx=ctx, sink=sink, history=history, forced=True,
+                           reason="overflow" if overflow else "history_shape")
 
 
 def _await_approval(ctx: TurnContext, sink: DbSink, exc: ApprovalRequired) -> str:

@@ -6,6 +6,7 @@ state) are fetched here and handed to agents/ as plain values; agents/ never rea
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
@@ -59,17 +60,30 @@ def skills_index_for(session: Session, workspace: Path) -> str:
 
 
 @lru_cache(maxsize=1)
-def backend() -> Backend:
+def backend_kind() -> str:
     """The command backend in force: HERMES_BACKEND=local|sandbox, or auto (the sandbox when
-    bubblewrap works on this host, else local)."""
+    bubblewrap works on this host, else local). Raises RuntimeError when the sandbox is
+    demanded but does not work (fail closed rather than silently run on the host)."""
     choice = settings.HERMES["BACKEND"]
     if choice in ("sandbox", "auto"):
-        from agents.backends.sandbox import SandboxBackend, sandbox_available
+        from agents.backends.sandbox import sandbox_available
 
         if sandbox_available():
-            return SandboxBackend()
+            return "sandbox"
         if choice == "sandbox":
             raise RuntimeError("HERMES_BACKEND=sandbox but bubblewrap does not work here")
+    return "local"
+
+
+def backend_for(workspace: Path) -> Backend:
+    """A backend whose only writable host directory is ``workspace``. The sandbox also hides
+    every other workspace and the application directory (its code and secrets)."""
+    if backend_kind() == "sandbox":
+        from agents.backends.sandbox import DEFAULT_HIDE, SandboxBackend
+
+        hide = (*DEFAULT_HIDE, str(Path(settings.HERMES["WORKSPACE_ROOT"]).resolve()),
+                str(Path(settings.BASE_DIR).resolve()), str(settings.DATA_DIR))
+        return SandboxBackend(workspace, hide=tuple(dict.fromkeys(hide)))
     return LocalBackend()
 
 
@@ -80,7 +94,7 @@ def tool_context(ctx) -> ToolContext:
     session = ctx.session
     return ToolContext(
         workspace=ctx.workspace, session_id=str(session.pk), user_id=str(session.owner_id),
-        backend=backend(), context_window=ctx.profile.context_window,
+        backend=backend_for(ctx.workspace), context_window=ctx.profile.context_window,
         extras=MappingProxyType({
             "skills_dir": deployment_skills_dir(),
             "session_search": lambda query: session_search_for_tool(session=session,
@@ -88,32 +102,65 @@ def tool_context(ctx) -> ToolContext:
         }))
 
 
+def policy_context_for(*, user, session: Session | None, state=None,
+                       workspace: Path | None = None) -> PolicyContext:
+    """The PolicyContext for ``user`` acting in ``session`` (None: a check outside any
+    session, as the `hermes policy` CLI does), fed the approval state of the current turn
+    when given. The one place a PolicyContext is built."""
+    isolated = backend_kind() == "sandbox"
+    team_deny: tuple[str, ...] = ()
+    if session is not None and session.team_id:
+        team_deny = tuple(session.team.deny_rules or ())
+    return PolicyContext(
+        session_id=str(session.pk) if session is not None else "cli",
+        user_id=str(user.pk) if user is not None else None,
+        workspace=str(workspace or (Path(settings.HERMES["WORKSPACE_ROOT"]) /
+                                    (str(session.pk) if session is not None else "cli"))),
+        backend_isolated=isolated, backend_has_host_paths=False,
+        deny_rules=tuple(state.deny_rules) if state is not None else team_deny,
+        approved_call_ids=({i: "approved" for i in state.approved_call_ids}
+                           if state is not None else {}),
+        denied_call_ids=dict(state.denied_call_ids) if state is not None else {},
+        bypass=bypass_frozen() or bool(state is not None and state.bypass),
+        unattended=session is not None and session.parent_id is not None,
+        app_config_paths=tuple(str(p) for p in app_config_paths()))
+
+
 def policy_gate(ctx, state):
     """gate(call) -> Decision: the one policy function, fed this turn's approval state."""
-    session = ctx.session
-    chosen = backend()
-    policy_ctx = PolicyContext(
-        session_id=str(session.pk), user_id=str(session.owner_id),
-        backend_isolated=chosen.isolated, backend_has_host_paths=not chosen.isolated,
-        deny_rules=tuple(state.deny_rules), always_rules=tuple(state.always_rules),
-        session_rules=tuple(state.session_rules),
-        approved_call_ids=frozenset(state.approved_call_ids),
-        denied_call_ids=dict(state.denied_call_ids),
-        bypass=bypass_frozen() or state.bypass, unattended=session.parent_id is not None,
-        workspace=ctx.workspace, app_config_paths=app_config_paths())
+    policy_ctx = policy_context_for(user=ctx.session.owner, session=ctx.session, state=state,
+                                    workspace=ctx.workspace)
 
     def gate(call: ToolCall) -> Decision:
-        return decide(call, policy_ctx)
+        # Rules are per tool: an "always" grant for one tool never covers another.
+        call_ctx = replace(policy_ctx, always_rules=state.patterns_for(call.name),
+                           session_rules=state.patterns_for(call.name, scope="session"))
+        decision = decide(call, call_ctx)
+        if decision.rule == "always_rule":
+            _count_rule_hit(call, call_ctx, state)
+        return decision
 
     return gate
+
+
+def _count_rule_hit(call: ToolCall, ctx: PolicyContext, state) -> None:
+    """Credit the "always" rule that allowed ``call`` (admins see hit counts)."""
+    from approvals.services import rule_hit
+
+    for pattern in ctx.always_rules:
+        if decide(call, replace(ctx, always_rules=(pattern,))).rule == "always_rule":
+            rule_id = state.always_rule_ids.get((call.name, pattern))
+            if rule_id is not None:
+                rule_hit(rule_id)
+            return
 
 
 @lru_cache(maxsize=1)
 def app_config_paths() -> tuple[Path, ...]:
     """The application's own settings and environment files: hard-blocked for writes."""
     base = Path(settings.BASE_DIR)
-    return (base / "hermes_web" / "settings.py", base / ".env", settings.DATA_DIR / "secret_key",
-            Path(settings.HERMES["HOME"]) / "config.yaml")
+    return (base / "hermes_web" / "settings.py", base / ".env", base / ".ci",
+            settings.DATA_DIR / "secret_key", Path(settings.HERMES["HOME"]) / "config.yaml")
 
 
 def user_message_for(session: Session, turn: Turn, workspace: Path) -> AgentMessage:
@@ -128,3 +175,21 @@ def user_message_for(session: Session, turn: Turn, workspace: Path) -> AgentMess
             return AgentMessage(role="user", content=text,
                                 sent_content=build_skill_invocation(skill, args))
     return AgentMessage(role="user", content=text)
+
+
+def cache_health_record(ctx, usage) -> None:
+    """Feed one call's usage to the cache-health tracker (agents/cache.py); three calls in a
+    row that write the cache and read nothing raise a warning event and the admin flag."""
+    from agents.cache import CacheHealth
+    from sessions.events import event_append
+
+    session = ctx.session
+    health = CacheHealth.from_dict(session.cache_health or {})
+    warning = health.observe(usage, caching=ctx.profile.supports_caching)
+    session.cache_health = health.to_dict()
+    updates = {"cache_health": session.cache_health}
+    if warning:
+        updates["cache_warning"] = True
+        event_append(session_id=session.pk, type="cache.warning",
+                     payload={"turn_id": ctx.turn.pk, "reason": warning})
+    Session.objects.filter(pk=session.pk).update(**updates)

@@ -47,11 +47,11 @@ def handle_messages(state: SimulatorState, io: WireIO, body: Any) -> None:
 
     def reject(status: int, error_body: dict[str, Any], extra: dict[str, str],
                fault: Fault | None = None) -> None:
-        io.send_json(status, error_body, {**headers, **extra})
         state.record(RecordedRequest(endpoint="anthropic", body=body if isinstance(body, dict)
                                      else {}, status=status, usage=None, clock=now,
                                      fault=fault.kind if fault else None,
                                      error=error_body["error"]["message"]))
+        io.send_json(status, error_body, {**headers, **extra})
 
     try:
         validate_anthropic(body)

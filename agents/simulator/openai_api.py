@@ -36,11 +36,11 @@ def handle_chat(state: SimulatorState, io: WireIO, body: Any) -> None:
 
     def reject(status: int, error_body: dict[str, Any], extra: dict[str, str],
                fault: Fault | None = None) -> None:
-        io.send_json(status, error_body, {**headers, **extra})
         state.record(RecordedRequest(endpoint="openai", body=body if isinstance(body, dict)
                                      else {}, status=status, usage=None, clock=now,
                                      fault=fault.kind if fault else None,
                                      error=error_body["error"]["message"]))
+        io.send_json(status, error_body, {**headers, **extra})
 
     try:
         validate_openai(body)

@@ -18,10 +18,11 @@ Rules (each regex piece below yields the stated number of tokens):
 - kana and Hangul: 8 tokens per 10 characters (about 1.25 chars/token).
 - fullwidth forms and CJK punctuation: 1 token per character.
 - anything else (Cyrillic, Greek, Arabic, Devanagari, accented Latin, emoji): 1 token per
-  3 UTF-8 bytes, ceil per run (Cyrillic about 1.5 chars/token, an emoji 2 tokens).
+  4 UTF-8 bytes, ceil per run (Cyrillic about 2 chars/token inside words, an emoji 1 token).
 
-Measured aggregate (tests/agents/test_simulator_tokenizer.py): English prose about 4.3
-chars/token, Python source about 3.0, Chinese about 1.4 chars/token.
+Measured aggregate (fixtures in tests/agents/test_simulator_tokenizer.py): English prose 4.4
+chars/token, Python source (agents/messages.py) 3.2, Chinese 1.35, Japanese 1.05, Korean
+1.1, Russian 1.6.
 """
 
 from __future__ import annotations

@@ -97,10 +97,9 @@ def spill_message(message: Message, ctx: ToolContext, limits: SpillLimits) -> Me
         keep = limits.per_result
         note = (f"\n[Truncated: {len(text) - keep} of {len(text)} chars omitted; the full "
                 f"output could not be saved ({exc.strerror or exc})]")
-        return replace(message, content=message.content, sent_content=text[:keep] + note)
-    return replace(message, content=message.content,
-                   sent_content=spill_block(text, display_path(ctx.workspace, path),
-                                            limits.preview))
+        return replace(message, sent_content=text[:keep] + note)
+    block = spill_block(text, display_path(ctx.workspace, path), limits.preview)
+    return replace(message, sent_content=block)
 
 
 def spill_block(text: str, shown: str, preview_chars: int = PREVIEW_CHARS) -> str:

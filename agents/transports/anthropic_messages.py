@@ -23,7 +23,7 @@ from agents.errors import TransportError, TurnCancelled
 from agents.messages import Breakpoint, Message, ModelRequest, ModelResponse, ToolCall
 from agents.providers import ProviderProfile
 from agents.transports import breakpoints as bp
-from agents.transports.errors import FailoverReason, StreamIncomplete
+from agents.transports.errors import ClassifiedError, FailoverReason, StreamIncomplete
 from agents.transports.retry import RetryPolicy, TextTap, call_with_retries
 from agents.transports.usage import merge_anthropic_stream_usage, usage_from_anthropic
 
@@ -137,7 +137,7 @@ class AnthropicTransport:
     def __init__(self, profile: ProviderProfile, *, api_key: str | None,
                  model: str | None = None, timeout: float = 600.0,
                  retry: RetryPolicy | None = None,
-                 sleep: Callable[[float], None] | None = None):
+                 sleep: Callable[[float], None] | None = None) -> None:
         self.profile = profile
         self.model = model or profile.default_model
         self.retry = retry or RetryPolicy()
@@ -180,23 +180,27 @@ class AnthropicTransport:
         try:
             return self._send(payload, on_text, should_stop)
         except TransportError as error:
-            classified = error.classified
-            if getattr(classified, "reason", None) is not FailoverReason.CACHE_BREAKPOINT_LIMIT:
+            if not self._learn_from(error, payload):
                 raise
-            sent = count_markers(payload)
-            bp.remember_limit(self.profile.base_url,
-                              bp.lower_limit(sent, classified.message))  # type: ignore[union-attr]
             fewer = self.build_payload(request)
-            if count_markers(fewer) >= sent:
+            if count_markers(fewer) >= count_markers(payload):
                 raise
         try:
             return self._send(fewer, on_text, should_stop)
         except TransportError as error:
-            classified = error.classified
-            if getattr(classified, "reason", None) is FailoverReason.CACHE_BREAKPOINT_LIMIT:
-                bp.remember_limit(self.profile.base_url, bp.lower_limit(
-                    count_markers(fewer), classified.message))  # type: ignore[union-attr]
+            self._learn_from(error, fewer)
             raise
+
+    def _learn_from(self, error: TransportError, payload: dict[str, Any]) -> bool:
+        """If ``error`` is the breakpoint-limit 400, remember a lower limit for this
+        endpoint and return True; else False."""
+        classified = error.classified
+        if not isinstance(classified, ClassifiedError) \
+                or classified.reason is not FailoverReason.CACHE_BREAKPOINT_LIMIT:
+            return False
+        bp.remember_limit(self.profile.base_url,
+                          bp.lower_limit(count_markers(payload), classified.message))
+        return True
 
     def _send(self, payload: dict[str, Any], on_text: Callable[[str], None],
               should_stop: Callable[[], bool]) -> ModelResponse:

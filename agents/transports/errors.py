@@ -95,7 +95,7 @@ class StreamErrorEvent(Exception):
     """An error object inside a stream that began with HTTP 200 (OpenAI-compatible path;
     the anthropic SDK raises its base APIStatusError instead). ``body`` is the JSON."""
 
-    def __init__(self, body: Mapping[str, Any]):
+    def __init__(self, body: Mapping[str, Any]) -> None:
         super().__init__(json.dumps(body)[:500])
         self.body = body
 
@@ -108,7 +108,7 @@ class StreamIncomplete(Exception):
 class ProviderHTTPError(Exception):
     """A non-2xx answer on the OpenAI-compatible path, body already read."""
 
-    def __init__(self, status: int, body: Any, headers: Mapping[str, str]):
+    def __init__(self, status: int, body: Any, headers: Mapping[str, str]) -> None:
         super().__init__(f"HTTP {status}: {str(body)[:500]}")
         self.status = status
         self.body = body

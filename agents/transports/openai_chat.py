@@ -71,7 +71,7 @@ class OpenAIChatTransport:
                  model: str | None = None, timeout: float = 600.0,
                  retry: RetryPolicy | None = None,
                  sleep: Callable[[float], None] | None = None,
-                 http: httpx.Client | None = None):
+                 http: httpx.Client | None = None) -> None:
         self.profile = profile
         self.model = model or profile.default_model
         self.retry = retry or RetryPolicy()

@@ -52,7 +52,7 @@ class TextTap:
     """Wraps ``on_text`` and remembers what was delivered, so a retry can tell whether the
     user already saw something and a failure can carry the partial text."""
 
-    def __init__(self, on_text: Callable[[str], None]):
+    def __init__(self, on_text: Callable[[str], None]) -> None:
         self._on_text = on_text
         self.parts: list[str] = []
 

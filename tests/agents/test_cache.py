@@ -7,6 +7,7 @@ import hashlib
 import json
 import threading
 from dataclasses import dataclass
+from datetime import date
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -17,7 +18,10 @@ from agents.cache import (
     ttl_order_holds, with_max_breakpoints,
 )
 from agents.messages import Message, ModelRequest, ToolCall, Usage
+from agents.prompt import build_system_prompt, recover_stable_len
 from agents.providers import PROFILES
+from agents.simulator.prefix import anthropic_blocks
+from agents.transports.anthropic_messages import AnthropicTransport
 
 
 @dataclass(frozen=True)
@@ -85,7 +89,8 @@ def group_interiors(messages: list[Message]) -> set[int]:
 
 
 @settings(max_examples=150, deadline=None)
-@given(history=histories(), caps=st.sampled_from([NATIVE, ENVELOPE, NO_1H, Caps(max_breakpoints=2)]),
+@given(history=histories(),
+       caps=st.sampled_from([NATIVE, ENVELOPE, NO_1H, Caps(max_breakpoints=2)]),
        stable=st.booleans(), ttl=st.sampled_from(["5m", "1h"]),
        prompt_ttl=st.sampled_from([None, "5m", "1h"]))
 def test_b07_planner_properties_over_random_histories(history, caps, stable, ttl, prompt_ttl):
@@ -314,3 +319,95 @@ def test_cache_health_read_resets_and_non_caching_routes_are_ignored():
     for _ in range(5):
         assert health.observe(write_only, caching=False) is None
     assert health.observe(None, caching=True) is None and health.streak == 0
+
+
+def test_split_at_only_on_the_newest_message():
+    scaffold = "<skill name=\"newest-only\">\nbody\n</skill>\n\n"
+    register_stable_prefix(scaffold)
+    history = (user(scaffold + "Arguments: x"), *tool_group(1, 900))
+    request = ModelRequest(model="m", system="s", messages=history)
+    bps = plan_breakpoints(request, profile_caps=NATIVE).breakpoints
+    assert [(b.index, b.split_at) for b in bps if b.target == "message"] == [(0, None), (2, None)]
+
+
+def _readable_prefix_keys(payload: dict) -> tuple[set[bytes], int]:
+    """Chained sha256 of the simulator's canonical blocks at every position a provider checks
+    for a hit: each marked block and the 20 block boundaries before it (Anthropic docs, cache
+    lookback). Also returns the number of markers."""
+    keys, running, marked = [], b"", []
+    for i, block in enumerate(anthropic_blocks(payload)):
+        running = hashlib.sha256(running + block.data).digest()
+        keys.append(running)
+        if block.ttl is not None:
+            marked.append(i)
+    readable = {keys[j] for i in marked for j in range(max(0, i - 20), i + 1)}
+    return readable, len(marked)
+
+
+def _last_marked_key(payload: dict) -> bytes:
+    running, last = b"", b""
+    for block in anthropic_blocks(payload):
+        running = hashlib.sha256(running + block.data).digest()
+        if block.ttl is not None:
+            last = running
+    return last
+
+
+def test_b09_wire_prefix_reproduced_across_iterations_restart_and_resume(tmp_path):
+    """B09 at the wire: every request reproduces, where the provider looks for a hit (a marker
+    or up to 20 blocks before one), the exact prefix the previous request wrote at its last
+    marker: iteration to iteration, after a worker
+    restart (messages reloaded from their stored dicts, stable boundary recovered from the
+    stored prompt) and on resume with a new user message. Nothing here compacts."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "SOUL.md").write_text("You are the benchmark soul.")
+    tools = ("read_file", "terminal")
+    prompt = build_system_prompt(
+        home=home, tool_names=tools, model="claude-sonnet-4-5", provider="anthropic",
+        workspace=tmp_path, caller_context="", skills_index="", memory="m", user_profile="",
+        session_id="s", started_at=date(2025, 1, 1))
+    transport = AnthropicTransport(PROFILES["anthropic"], api_key=None)
+    stored = [user("start")]
+    previous: bytes | None = None
+    stable_len: int | None = prompt.stable_len
+    for iteration in range(9):
+        if iteration in (3, 6):  # worker restart: reload rows, recover the boundary
+            stored = [Message.from_dict(json.loads(json.dumps(m.to_dict()))) for m in stored]
+            stable_len = recover_stable_len(prompt.text, home=home, tool_names=tools,
+                                            model="claude-sonnet-4-5", provider="anthropic")
+            assert stable_len == prompt.stable_len
+        if iteration == 6:  # resume: the user comes back with a new message
+            stored.append(Message(role="assistant", content="Paused here."))
+            stored.append(user("carry on"))
+        request = ModelRequest(model="claude-sonnet-4-5", system=prompt.text,
+                               messages=tuple(stored), stable_len=stable_len)
+        payload = transport.build_payload(plan_breakpoints(request, profile_caps=NATIVE))
+        readable, markers = _readable_prefix_keys(payload)
+        assert markers <= 4
+        if previous is not None:
+            assert previous in readable
+        previous = _last_marked_key(payload)
+        stored += tool_group(1 + iteration % 3, 100 * iteration)
+
+
+def test_b09_soul_edit_between_restarts_loses_the_discount_but_keeps_the_bytes(tmp_path):
+    """After SOUL.md changed, recovery fails: the stored prompt is sent byte-exact as one
+    marked system block and the message prefix is still reproduced from the stored rows."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "SOUL.md").write_text("Original soul.")
+    prompt = build_system_prompt(
+        home=home, tool_names=("terminal",), model="m", provider="anthropic",
+        workspace=tmp_path, caller_context="", skills_index="", memory="", user_profile="",
+        session_id="s", started_at=date(2025, 1, 1))
+    (home / "SOUL.md").write_text("Edited soul, a different length.")
+    stable_len = recover_stable_len(prompt.text, home=home, tool_names=("terminal",),
+                                    model="m", provider="anthropic")
+    assert stable_len is None
+    request = ModelRequest(model="m", system=prompt.text, messages=(user("hi"),),
+                           stable_len=stable_len)
+    payload = AnthropicTransport(PROFILES["anthropic"], api_key=None).build_payload(
+        plan_breakpoints(request, profile_caps=NATIVE))
+    assert [b["text"] for b in payload["system"]] == [prompt.text]
+    assert payload["system"][0]["cache_control"] == {"type": "ephemeral"}

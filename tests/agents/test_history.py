@@ -7,7 +7,7 @@ from agents.history import (
     CONTINUES, EMPTY, INTERRUPTED, NOT_EXECUTED, is_history_shape_error,
     is_replay_invalid_error, validate_and_repair,
 )
-from agents.messages import Message, ToolCall, tool_result
+from agents.messages import Message, ToolCall
 
 
 def user(text: str, id: int | None = None) -> Message:
@@ -245,3 +245,13 @@ def test_history_shape_errors_are_recognised() -> None:
     assert is_replay_invalid_error("`thinking` or `redacted_thinking` blocks in the latest "
                                    "assistant message cannot be modified")
     assert not is_replay_invalid_error(shape[0])
+
+
+def test_repeated_call_ids_are_made_unique_and_claim_results_in_order() -> None:
+    history = [user("a"), assistant("", call("call_0")), result("call_0", "first"),
+               user("b"), assistant("", call("call_0")), result("call_0", "second")]
+    repair = validate_and_repair(history)
+    pairs = [(m.tool_call_id, m.content) for m in repair.messages if m.role == "tool"]
+    assert pairs == [("call_0", "first"), ("call_0_r2", "second")]
+    assert repair.messages[4].tool_calls[0].id == "call_0_r2"
+    assert is_legal(repair.messages)

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import anthropic
 import httpx
+import httpx2  # the HTTP layer the anthropic SDK (2.14) uses
 import pytest
 
 from agents.simulator import Fault, Reply, ScriptRequest, ScriptRule, SimulatorServer, \
@@ -206,7 +207,7 @@ def test_prompt_too_long_uses_the_configured_window(client: anthropic.Anthropic,
     assert message.startswith("prompt is too long: ") and message.endswith(" > 2000 maximum")
     assert int(message.split()[4]) > 2000
     with pytest.raises(anthropic.BadRequestError, match="input length and max_tokens exceed"):
-        client.messages.create(model=MODEL, max_tokens=1990, messages=[user("hello")])
+        client.messages.create(model=MODEL, max_tokens=1999, messages=[user("hello")])
 
 
 def test_http_faults_surface_as_sdk_exceptions(client: anthropic.Anthropic,
@@ -248,7 +249,7 @@ def test_stream_cut_mid_tool_call_raises_transport_error(client: anthropic.Anthr
                                                          sim: SimulatorServer) -> None:
     sim.state.faults.push(Fault(kind="stream_cut", after_events=2))
     seen: list[str] = []
-    with pytest.raises(httpx.RemoteProtocolError):
+    with pytest.raises(httpx2.RemoteProtocolError):
         with client.messages.stream(model=MODEL, max_tokens=256, tools=TOOLS,
                                     messages=[user("tell me something")]) as stream:
             for event in stream:

@@ -108,7 +108,8 @@ def test_write_file_creates_parents_and_reports(ctx: ToolContext) -> None:
     assert (ctx.workspace / "deep/er/new.txt").read_text() == "a\nb\n"
     assert out.text == "created deep/er/new.txt (4 chars, 2 lines)"
     again = WriteFile().run({"path": "deep/er/new.txt", "content": "c"}, ctx)
-    assert again.text.startswith("replaced") and (ctx.workspace / "deep/er/new.txt").read_text() == "c"
+    assert again.text.startswith("replaced")
+    assert (ctx.workspace / "deep/er/new.txt").read_text() == "c"
 
 
 @pytest.mark.parametrize("path", ["../evil.txt", "/etc/evil.txt", "link/evil.txt"])

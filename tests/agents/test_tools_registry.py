@@ -54,7 +54,8 @@ def test_check_arguments() -> None:
     assert check_arguments(schema, {"path": "a"}) is None
     assert check_arguments(schema, {}) == "missing required argument 'path'"
     assert check_arguments(schema, {"path": 3}) == "argument 'path' must be of type string, got int"
-    assert check_arguments(schema, {"path": "a", "offset": 0}) == "argument 'offset' must be at least 1"
+    assert check_arguments(schema, {"path": "a", "offset": 0}) == \
+        "argument 'offset' must be at least 1"
     assert check_arguments(schema, {"path": "a", "offset": True}) is not None
     assert check_arguments(schema, {"path": "a", "offset": 3.0}) is None
     assert check_arguments(schema, {"path": "a", "bogus": 1}).startswith(

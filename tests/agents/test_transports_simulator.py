@@ -362,3 +362,10 @@ def test_a_proxy_adding_its_own_marker_lowers_the_limit_for_that_endpoint_only(s
         assert count_markers(direct.build_payload(request)) == 4
     finally:
         proxy.stop()
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_a_stop_before_sending_sends_nothing(sim, state, wire):
+    with pytest.raises(TurnCancelled) as caught:
+        run(transport(sim, wire), ask("hello"), should_stop=lambda: True)
+    assert caught.value.partial == "" and state.requests == []

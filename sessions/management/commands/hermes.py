@@ -52,6 +52,13 @@ class Command(BaseCommand):
         from sessions.services import session_create, turn_start
         from sessions.tasks import turn_run_task
 
+        from django.conf import settings
+
+        if settings.HERMES["SIMULATOR_EMBEDDED"] and settings.HERMES["PROVIDER"].startswith(
+                "simulator"):
+            from hermes_web.embedded import start_simulator
+
+            start_simulator()  # embedded mode: the simulator lives in this process too
         user = self._user(options["user"])
         if options["session"]:
             from django.http import Http404

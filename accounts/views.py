@@ -1,0 +1,61 @@
+"""Account views: logout (which also closes the user's open sockets) and the settings page.
+
+Log-in is Django's LoginView (hermes_web/urls.py) with django-axes rate limiting. Who the
+user is and what they may do is decided elsewhere (selectors, approvals/services.py); these
+views only show it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+from django.conf import settings
+from django.contrib.auth import logout
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from sessions.events import group_publish, user_group
+from sessions.services import provider_default
+
+
+@require_POST
+def logout_view(request: HttpRequest) -> HttpResponse:
+    """POST-only logout (a GET link could be triggered by any page). Publishes
+    {"type": "force.close"} to the user's group first, so their open chat sockets close."""
+    if request.user.is_authenticated:
+        group_publish(user_group(request.user.pk), {}, kind="force.close")
+    logout(request)
+    return redirect(settings.LOGOUT_REDIRECT_URL)
+
+
+def approval_backend() -> str:
+    """Where tool commands run: "sandbox" when HERMES_BACKEND allows it and the host
+    supports it (agents/backends/sandbox.py), else "local"."""
+    choice = settings.HERMES.get("BACKEND", "auto")
+    if choice == "local" or importlib.util.find_spec("agents.backends.sandbox") is None:
+        return "local"
+    from agents.backends.sandbox import sandbox_available
+
+    return "sandbox" if sandbox_available() else "local"
+
+
+@login_required
+@require_GET
+def settings_view(request: HttpRequest) -> HttpResponse:
+    """Read-only view of the configuration in force: provider, model, backend, limits."""
+    provider, model = provider_default()
+    hermes = settings.HERMES
+    context = {
+        "provider": provider, "model": model, "backend": approval_backend(),
+        "backend_setting": hermes.get("BACKEND", "auto"), "yolo": hermes.get("YOLO", False),
+        "simulator": provider == "simulator",
+        "max_iterations": hermes.get("MAX_ITERATIONS"),
+        "max_message_chars": hermes.get("MAX_MESSAGE_CHARS"),
+        "approval_timeout": hermes.get("APPROVAL_TIMEOUT_SECONDS"),
+        "login_failure_limit": settings.AXES_FAILURE_LIMIT,
+        "login_cooloff_minutes": round(float(settings.AXES_COOLOFF_TIME) * 60),
+        "memberships": request.user.memberships.select_related("team"),
+    }
+    return render(request, "accounts/settings.html", context)

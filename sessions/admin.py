@@ -1,0 +1,133 @@
+"""Django admin for conversations (staff only, Django's default): sessions with a read-only
+transcript inline, messages, turns, run events and usage records.
+
+Read-mostly: the transcript, events and usage are history, so they are shown, not edited;
+the breaker and lease fields are read-only because only the harness may write them.
+"""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from sessions.models import Message, RunEvent, Session, Turn, UsageRecord
+
+EXCERPT_CHARS = 120
+
+
+def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
+    text = " ".join((text or "").split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+class ReadOnlyInline(admin.TabularInline):
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+    def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+
+class TranscriptInline(ReadOnlyInline):
+    """The session's messages by id (the only ordering): role, an excerpt, the flags."""
+
+    model = Message
+    fields = ["id", "role", "content_excerpt", "tool_name", "active", "compacted",
+              "sidecar", "kind"]
+    readonly_fields = fields
+    ordering = ["id"]
+    verbose_name_plural = "Transcript"
+
+    @admin.display(description="content")
+    def content_excerpt(self, obj: Message) -> str:
+        return excerpt(obj.content)
+
+    @admin.display(description="has sidecar", boolean=True)
+    def sidecar(self, obj: Message) -> bool:
+        return obj.has_sidecar
+
+
+class TurnInline(ReadOnlyInline):
+    model = Turn
+    fields = ["id", "status", "kind", "iterations", "error", "created_at", "finished_at"]
+    readonly_fields = fields
+
+
+BREAKER_FIELDS = ["lease_owner", "lease_expires_at", "stop_requested",
+                  "compaction_ineffective_count", "compaction_fallback_streak",
+                  "compaction_recovery_deadline", "compaction_failure_cooldown_until",
+                  "compaction_state", "prune_rearm_tokens", "usage_anchor", "cache_health",
+                  "cache_warning", "event_seq", "message_count", "bypass_approvals"]
+
+
+@admin.register(Session)
+class SessionAdmin(admin.ModelAdmin):
+    list_display = ["id", "title", "owner", "team", "provider", "model", "message_count",
+                    "archived", "cache_warning", "last_activity_at", "created_at"]
+    list_filter = ["owner", "team", "model", "provider", ("created_at", admin.DateFieldListFilter),
+                   "cache_warning", "archived"]
+    search_fields = ["title", "messages__content"]
+    readonly_fields = ["system_prompt", "started_at", "lineage_root", "parent", "tool_names",
+                       "created_at", "last_activity_at", *BREAKER_FIELDS]
+    raw_id_fields = ["owner"]
+    inlines = [TranscriptInline, TurnInline]
+    date_hierarchy = "created_at"
+
+    def get_search_results(self, request: HttpRequest, queryset: QuerySet, search_term: str):
+        queryset, _ = super().get_search_results(request, queryset, search_term)
+        return queryset.distinct(), False
+
+
+@admin.register(Message)
+class MessageAdmin(admin.ModelAdmin):
+    list_display = ["id", "session", "role", "content_excerpt", "tool_name", "active",
+                    "compacted", "sidecar", "created_at"]
+    list_filter = ["role", "active", "compacted", "kind", "is_error",
+                   ("created_at", admin.DateFieldListFilter)]
+    search_fields = ["content", "tool_name", "session__title"]
+    list_select_related = ["session"]
+    raw_id_fields = ["session"]
+    readonly_fields = ["created_at"]
+
+    @admin.display(description="content")
+    def content_excerpt(self, obj: Message) -> str:
+        return excerpt(obj.content)
+
+    @admin.display(description="has sidecar", boolean=True)
+    def sidecar(self, obj: Message) -> bool:
+        return obj.has_sidecar
+
+
+@admin.register(Turn)
+class TurnAdmin(admin.ModelAdmin):
+    list_display = ["id", "session", "status", "kind", "iterations", "created_at", "finished_at"]
+    list_filter = ["status", "kind", ("created_at", admin.DateFieldListFilter)]
+    search_fields = ["input_text", "error", "session__title"]
+    list_select_related = ["session"]
+    raw_id_fields = ["session", "user_message"]
+
+
+@admin.register(RunEvent)
+class RunEventAdmin(admin.ModelAdmin):
+    list_display = ["id", "session", "seq", "type", "created_at"]
+    list_filter = ["type", ("created_at", admin.DateFieldListFilter)]
+    search_fields = ["session__title", "type"]
+    list_select_related = ["session"]
+    raw_id_fields = ["session"]
+
+
+@admin.register(UsageRecord)
+class UsageRecordAdmin(admin.ModelAdmin):
+    list_display = ["id", "session", "user", "provider", "model", "purpose", "input_tokens",
+                    "output_tokens", "cache_read_tokens", "cache_write_5m_tokens",
+                    "cache_write_1h_tokens", "cost_usd", "created_at"]
+    list_filter = ["provider", "model", "purpose", "user",
+                   ("created_at", admin.DateFieldListFilter)]
+    search_fields = ["session__title", "model"]
+    list_select_related = ["session", "user"]
+    raw_id_fields = ["session", "turn", "user", "team"]

@@ -1,0 +1,198 @@
+"""Context reduction, committed: batch compaction, prune (gate, hysteresis, cold resume) and
+the durable breaker, wired to rows.
+
+The decisions are agents/'s (compaction.py, prune.py, breaker.py, tokens.py); this module
+fetches their inputs, calls the summariser through the session's transport, and commits
+each result in ONE transaction: compaction under the per-session compaction lease (300 s,
+re-validated inside the transaction) and the turn lease; every live row → active=0,
+compacted=1; the summary and surviving tail inserted as new live rows; the same session id
+(seed, "Compaction is a flag flip, not a delete").
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import replace
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from agents.breaker import CompactionBreaker
+from agents.compaction import (Skip, build_summary_request, compaction_threshold,
+                               compacted_transcript, drop_middle, plan_compaction)
+from agents.errors import LeaseLost, TransportError
+from agents.messages import Message as AgentMessage
+from agents.prune import is_cold_resume, plan_prune
+from agents.tokens import estimate_message_tokens, estimate_text_tokens
+from sessions.events import event_append
+from sessions.leases import lease_validate
+from sessions.models import Message, Session
+from sessions.transcript import _insert, history_load
+
+log = logging.getLogger("hermes.context")
+
+COMPACTION_LEASE_SECONDS = 300
+CACHE_TTL_SECONDS = {"5m": 300, "1h": 3600}
+
+
+def breaker_load(session: Session) -> CompactionBreaker:
+    """Rehydrate the breaker from the row (every bind: a restart never resets it)."""
+    return CompactionBreaker.from_dict(session.compaction_state or None)
+
+
+def breaker_save(session: Session, breaker: CompactionBreaker) -> None:
+    """Persist the breaker (JSON) and mirror its counters into the admin-visible columns."""
+    state = breaker.to_dict()
+    Session.objects.filter(pk=session.pk).update(
+        compaction_state=state, compaction_ineffective_count=breaker.ineffective_count,
+        compaction_fallback_streak=breaker.fallback_streak,
+        compaction_recovery_deadline=state.get("recovery_deadline"))
+    session.compaction_state = state
+
+
+def compaction_lease_acquire(*, session: Session, owner: str) -> bool:
+    now = timezone.now()
+    return bool(Session.objects.filter(
+        Q(compaction_lease_owner="") | Q(compaction_lease_expires_at__lt=now)
+        | Q(compaction_lease_owner=owner), pk=session.pk,
+    ).update(compaction_lease_owner=owner,
+             compaction_lease_expires_at=now + timedelta(seconds=COMPACTION_LEASE_SECONDS)))
+
+
+def compaction_lease_release(*, session: Session, owner: str) -> None:
+    Session.objects.filter(pk=session.pk, compaction_lease_owner=owner).update(
+        compaction_lease_owner="", compaction_lease_expires_at=None)
+
+
+def _compaction_lease_validate(*, session: Session, owner: str) -> None:
+    row = (Session.objects.select_for_update().filter(pk=session.pk)
+           .values("compaction_lease_owner", "compaction_lease_expires_at").first())
+    if (row is None or row["compaction_lease_owner"] != owner
+            or row["compaction_lease_expires_at"] < timezone.now()):
+        raise LeaseLost(f"compaction lease of session {session.pk} lost")
+
+
+def transcript_replace(*, session: Session, turn_owner: str, new_live: list[AgentMessage],
+                       kind_of_first: dict[int, str] | None = None) -> list[AgentMessage]:
+    """In the caller's transaction: archive every live row (active=0, compacted=1) and insert
+    ``new_live`` as fresh live rows in order. Returns them with their new ids."""
+    lease_validate(session=session, owner=turn_owner)
+    Message.objects.filter(session=session, active=True).update(active=False, compacted=True)
+    rows = [_insert(session=session, message=replace(m, id=None),
+                    kind=(kind_of_first or {}).get(i, ""))
+            for i, m in enumerate(new_live)]
+    Session.objects.filter(pk=session.pk).update(message_count=len(rows))
+    from sessions.transcript import message_to_agent
+
+    return [message_to_agent(r) for r in rows]
+
+
+def session_compact(*, ctx, sink, history: list[AgentMessage], forced: bool,
+                    reason: str) -> list[AgentMessage] | None:
+    """Compact ``history`` now. Returns the new live history, or None when nothing was
+    committed (breaker blocked, nothing to compact, lease busy). ``ctx`` is the runner's
+    TurnContext, ``sink`` its DbSink (the summariser's usage is recorded through it)."""
+    session = ctx.session
+    breaker = breaker_load(session)
+    if not forced:
+        decision = breaker.may_compact()
+        breaker_save(session, breaker)  # the deadline is armed at the first blocked check
+        if not decision.allowed:
+            return None
+    window = ctx.profile.context_window
+    first = not Message.objects.filter(session=session, kind="summary").exists()
+    plan = plan_compaction(history, window=window, estimate=estimate_message_tokens,
+                           first_compaction=first)
+    if isinstance(plan, Skip):
+        if plan.plan is None:
+            return None
+        kind, new_live = "skip_small_middle", drop_middle(plan.plan)
+        plan = plan.plan
+    else:
+        kind, new_live = _summarise(ctx, sink, plan, breaker)
+    owner = f"compaction:{uuid.uuid4().hex[:12]}"
+    if not compaction_lease_acquire(session=session, owner=owner):
+        return None
+    try:
+        with transaction.atomic():
+            _compaction_lease_validate(session=session, owner=owner)
+            summary_index = len(plan.head)
+            stored = transcript_replace(session=session, turn_owner=ctx.owner,
+                                        new_live=new_live, kind_of_first={summary_index: "summary"})
+            breaker.on_compaction_committed(kind)
+            breaker_save(session, breaker)
+            Session.objects.filter(pk=session.pk).update(
+                compaction_count=F("compaction_count") + 1, prune_rearm_tokens=0,
+                usage_anchor=None)
+            tokens_after = sum(estimate_message_tokens(m) for m in stored)
+            event_append(session_id=session.pk, type="compaction", payload={
+                "turn_id": ctx.turn.pk, "kind": kind, "reason": reason,
+                "tokens_before": plan.total_tokens, "tokens_after": tokens_after,
+                "messages_archived": len(history), "summary": stored[summary_index].content})
+    finally:
+        compaction_lease_release(session=session, owner=owner)
+    ctx.rebuild_after_compaction()
+    return history_load(session=session)
+
+
+def _summarise(ctx, sink, plan, breaker: CompactionBreaker) -> tuple[str, list[AgentMessage]]:
+    """Call the summariser; on failure (or cooldown) fall back to deterministic dropping so
+    the session can always continue."""
+    if not breaker.may_summarise():
+        return "fallback", drop_middle(plan)
+    request = build_summary_request(plan, model=ctx.session.model,
+                                    window=ctx.profile.context_window,
+                                    model_max_output=ctx.profile.max_output_tokens,
+                                    estimate_text=estimate_text_tokens)
+    try:
+        response = ctx.transport.complete(request, on_text=lambda _t: None)
+    except TransportError as exc:
+        breaker.on_summariser_failure(transient=bool(getattr(exc.classified, "retryable", False)))
+        log.warning("summariser failed for session %s: %s", ctx.session.pk, exc)
+        return "fallback", drop_middle(plan)
+    sink.usage_recorded(response.usage, request, response, purpose="summary")
+    text = response.message.content.strip()
+    if not text:
+        return "fallback", drop_middle(plan)
+    return "summary", compacted_transcript(plan, text)
+
+
+def session_prune(*, ctx, history: list[AgentMessage], projected: int, forced: bool = False,
+                  cold: bool = False) -> list[AgentMessage] | None:
+    """Prune old tool output in place (the stub goes to sent_content; the full text stays on
+    the row, retrievable) when the gate allows; the re-arm level is written in the same
+    transaction as the edits, so a restart cannot defeat the hysteresis."""
+    session = ctx.session
+    trigger = settings.HERMES["PRUNE_TRIGGER_TOKENS"]
+    plan = plan_prune(history, estimate=estimate_message_tokens, trigger_tokens=trigger,
+                      rearm_level=session.prune_rearm_tokens, current_tokens=projected,
+                      compaction_threshold=compaction_threshold(ctx.profile.context_window),
+                      forced=forced, cold=cold)
+    if plan is None or not plan.edits:
+        return None
+    with transaction.atomic():
+        lease_validate(session=session, owner=ctx.owner)
+        for edit in plan.edits:
+            after = edit.after
+            Message.objects.filter(pk=after.id, session=session).update(
+                sent_content=after.sent_content,
+                tool_calls=[c.to_dict() for c in after.tool_calls])
+        Session.objects.filter(pk=session.pk).update(prune_rearm_tokens=plan.rearm_level,
+                                                     usage_anchor=None)
+        session.prune_rearm_tokens = plan.rearm_level
+        event_append(session_id=session.pk, type="prune", payload={
+            "turn_id": ctx.turn.pk, "tokens_before": plan.tokens_before,
+            "tokens_after": plan.tokens_after, "reclaimed": plan.reclaimed,
+            "edits": len(plan.edits), "forced": forced, "cold": cold})
+    ctx.pipeline.calibrator.on_compacted()
+    return history_load(session=session)
+
+
+def cold_resume(session: Session, *, idle_seconds: float) -> bool:
+    """True when this turn resumes after longer than the cache TTL and cold prune is on."""
+    ttl = CACHE_TTL_SECONDS.get(settings.HERMES["CACHE_TTL"], 300)
+    return settings.HERMES["PRUNE_ON_COLD_RESUME"] and is_cold_resume(idle_seconds, ttl)

@@ -1,0 +1,182 @@
+"""Chat views: each fetches through sessions/selectors.py, calls one service, renders.
+
+A view never holds business logic (HackSoft, style.md §2.5): validation lives in the services
+and forms, display shaping in sessions/rendering.py. Another user's or an unknown session is
+Http404 from the selector (never a 403 that reveals it exists). A ValidationError becomes a
+form error: status 400 for htmx posts (the composer is re-rendered in place), never a 500.
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.db.models import Q
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import reswap, retarget
+
+from sessions.events import event_to_dict
+from sessions.forms import MessageForm, RenameForm, SearchForm
+from sessions.models import Message, Session
+from sessions.rendering import event_frame, transcript_context
+from sessions.selectors import (event_list_after, session_get, session_list, session_list_team,
+                                session_visible_q)
+from sessions.services import (session_archive, session_create, session_rename,
+                               session_rewind, turn_start, turn_stop)
+
+EVENT_PAGE = 500
+"""Events per polling response (the client asks again with the new ``after``)."""
+SEARCH_LIMIT = 50
+"""Rows per search section."""
+
+
+@login_required
+@require_GET
+def session_list_view(request: HttpRequest) -> HttpResponse:
+    """The user's sessions, newest activity first; ``q`` filters titles, ``archived=1``
+    lists archived ones. An htmx request gets only the rows partial."""
+    q = SearchForm(request.GET).query()
+    archived = request.GET.get("archived") == "1"
+    context = {"q": q, "archived": archived,
+               "sessions": session_list(user=request.user, query=q, archived=archived),
+               "team_sessions": [] if q or archived else session_list_team(user=request.user)[:20]}
+    template = "sessions/list.html#session-rows" if request.htmx else "sessions/list.html"
+    return render(request, template, context)
+
+
+@login_required
+@require_POST
+def session_create_view(request: HttpRequest) -> HttpResponse:
+    session = session_create(user=request.user)
+    return redirect("session_detail", session_id=session.pk)
+
+
+@login_required
+@require_GET
+def session_detail_view(request: HttpRequest, session_id: int) -> HttpResponse:
+    """The chat page: the stored transcript, the text streamed so far and the seq the
+    socket resumes from (sessions/rendering.py transcript_context)."""
+    session = session_get(user=request.user, session_id=session_id)
+    context = {"session": session, "form": MessageForm(),
+               "can_write": session.owner_id == request.user.pk,
+               **transcript_context(session=session, user=request.user, request=request)}
+    return render(request, "sessions/detail.html", context)
+
+
+@login_required
+@require_POST
+def message_send_view(request: HttpRequest, session_id: int) -> HttpResponse:
+    """Queue a message as a turn. htmx: the turn-status partial, or the composer with its
+    error (400, retargeted to #composer). Without htmx: a redirect, or the page with the
+    error (400). Nothing is stored when the message is refused."""
+    session = session_get(user=request.user, session_id=session_id, write=True)
+    form = MessageForm(request.POST)
+    if form.is_valid():
+        try:
+            turn = turn_start(session=session, user=request.user, text=form.cleaned_data["text"])
+        except ValidationError as exc:
+            form.add_error("text", exc)
+        else:
+            if not request.htmx:
+                return redirect("session_detail", session_id=session.pk)
+            return render(request, "sessions/detail.html#turn-status", {
+                "status": {"state": "queued", "turn_id": turn.pk}, "session_id": session.pk})
+    if request.htmx:
+        response = render(request, "sessions/detail.html#composer",
+                          {"form": form, "session": session}, status=400)
+        return reswap(retarget(response, "#composer"), "outerHTML")
+    context = {"session": session, "form": form, "can_write": True,
+               **transcript_context(session=session, user=request.user, request=request)}
+    return render(request, "sessions/detail.html", context, status=400)
+
+
+@login_required
+@require_POST
+def turn_stop_view(request: HttpRequest, session_id: int) -> HttpResponse:
+    """Ask the running turn to stop; it stops between stream chunks and tools."""
+    session = session_get(user=request.user, session_id=session_id, write=True)
+    stopping = turn_stop(session=session)
+    if not request.htmx:
+        return redirect("session_detail", session_id=session.pk)
+    return render(request, "sessions/detail.html#turn-status", {
+        "status": {"state": "stopping" if stopping else "idle"}, "session_id": session.pk})
+
+
+@login_required
+@require_POST
+def session_rename_view(request: HttpRequest, session_id: int) -> HttpResponse:
+    """Rename. htmx: the row partial (400 with the error shown when refused)."""
+    session = session_get(user=request.user, session_id=session_id, write=True)
+    form = RenameForm(request.POST)
+    error = ""
+    try:
+        if not form.is_valid():
+            raise ValidationError(form.errors["title"])
+        session_rename(session=session, title=form.cleaned_data["title"])
+    except ValidationError as exc:
+        error = " ".join(exc.messages)
+    if request.htmx:
+        return render(request, "sessions/list.html#session-row",
+                      {"session": session, "rename_error": error,
+                       "rename_value": request.POST.get("title", "")}, status=400 if error else 200)
+    if error:
+        messages.error(request, error)
+    return redirect("session_list")
+
+
+@login_required
+@require_POST
+def session_archive_view(request: HttpRequest, session_id: int) -> HttpResponse:
+    """Archive (archived=1, the default) or restore (archived=0) a session."""
+    session = session_get(user=request.user, session_id=session_id, write=True)
+    archived = request.POST.get("archived", "1") != "0"
+    session_archive(session=session, archived=archived)
+    messages.success(request, f"{'Archived' if archived else 'Restored'} “{session.title}”.")
+    return redirect("session_list")
+
+
+@login_required
+@require_POST
+def session_rewind_view(request: HttpRequest, session_id: int) -> HttpResponse:
+    """Take back the last exchange (refused while a turn runs; the reason is shown)."""
+    session = session_get(user=request.user, session_id=session_id, write=True)
+    try:
+        count = session_rewind(session=session)
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+    else:
+        messages.success(request, f"Took back the last exchange ({count} messages).")
+    return redirect("session_detail", session_id=session.pk)
+
+
+@login_required
+@require_GET
+def event_list_view(request: HttpRequest, session_id: int) -> JsonResponse:
+    """Polling fallback: {"events": [frame…], "last_seq": N} for seq > ?after (frames as on
+    the socket, docs/protocol.md). A bad ``after`` is a 400 with a reason."""
+    session = session_get(user=request.user, session_id=session_id)
+    after = request.GET.get("after", "0")
+    if not after.isdigit():
+        return JsonResponse({"error": "after must be a non-negative integer"}, status=400)
+    events = event_list_after(session_id=session.pk, after_seq=int(after), limit=EVENT_PAGE)
+    frames = [event_frame(event_to_dict(e), user=request.user) for e in events]
+    return JsonResponse({"events": frames, "last_seq": frames[-1]["seq"] if frames
+                         else int(after)})
+
+
+@login_required
+@require_GET
+def search_view(request: HttpRequest) -> HttpResponse:
+    """Titles and message content of every session the user may read (plain icontains;
+    rewound messages are excluded, summarised-away ones included, DESIGN.md §3)."""
+    q = SearchForm(request.GET).query()
+    sessions, hits = Session.objects.none(), Message.objects.none()
+    if q:
+        visible = Session.objects.filter(session_visible_q(user=request.user))
+        sessions = visible.filter(title__icontains=q).order_by("-last_activity_at")[:SEARCH_LIMIT]
+        hits = (Message.objects.filter(session__in=visible, content__icontains=q)
+                .filter(Q(active=True) | Q(compacted=True)).select_related("session")
+                .order_by("-id")[:SEARCH_LIMIT])
+    return render(request, "sessions/search.html", {"q": q, "sessions": sessions, "hits": hits})

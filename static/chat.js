@@ -1,0 +1,196 @@
+/* Hermes chat page: the websocket client (docs/protocol.md). No framework; htmx handles forms.
+ *
+ * The server renders the transcript and embeds the seq it read first (data-last-seq). This
+ * script connects, says {"type":"hello","last_seq":N} and applies every frame once, in seq
+ * order: frames with seq <= lastSeq are ignored, and HTML fragments replace the element with
+ * the same id or are appended, so a replayed event never duplicates anything. While the
+ * socket is down an honest "Reconnecting…" banner shows, the page polls the events endpoint,
+ * and the socket is retried with jittered exponential backoff.
+ */
+(function () {
+  "use strict";
+  var chat = document.getElementById("chat");
+  if (!chat) return;
+  var sessionId = Number(chat.dataset.sessionId);
+  var lastSeq = Number(chat.dataset.lastSeq) || 0;
+  var transcript = document.getElementById("transcript");
+  var banner = document.getElementById("banner");
+  var socket = null, attempts = 0, pollTimer = null, retryTimer = null, closedForGood = false;
+  var FINAL_CLOSE = { 4401: "You are signed out. Log in again to continue.",
+                      4403: "You no longer have access to this session.",
+                      4404: "This session is not available." };
+
+  function showBanner(text, kind) {
+    banner.textContent = text;
+    banner.dataset.kind = kind || "warn";
+    banner.hidden = false;
+  }
+  function hideBanner() { banner.hidden = true; banner.textContent = ""; }
+
+  function nearBottom() {
+    var el = document.scrollingElement;
+    return el.scrollHeight - el.scrollTop - el.clientHeight < 160;
+  }
+  function toBottom() { var el = document.scrollingElement; el.scrollTop = el.scrollHeight; }
+
+  function fragment(html) {
+    var template = document.createElement("template");
+    template.innerHTML = html;
+    return Array.prototype.slice.call(template.content.children);
+  }
+
+  /* Put one rendered element in place: replace the element with the same id (merging only
+     the parts listed in data-merge, so a finished tool card keeps its arguments), else
+     append it to the transcript (before a streaming bubble, which always stays last). */
+  function place(el) {
+    var existing = el.id ? document.getElementById(el.id) : null;
+    if (existing) {
+      var done = existing.dataset.status === "done" || existing.dataset.status === "error";
+      if (done && el.dataset.status === "running") return;
+      var merge = (existing.dataset.merge || "").split(" ").filter(Boolean);
+      if (merge.length && existing.tagName === el.tagName && el.dataset.status !== "running") {
+        merge.forEach(function (cls) {
+          var from = el.querySelector("." + cls), to = existing.querySelector("." + cls);
+          if (from && to) to.replaceWith(from);
+        });
+        Object.keys(el.dataset).forEach(function (k) { existing.dataset[k] = el.dataset[k]; });
+        if (window.htmx) htmx.process(existing);
+        return;
+      }
+      existing.replaceWith(el);
+    } else {
+      var empty = document.getElementById("empty-chat");
+      if (empty) empty.remove();
+      var streaming = document.getElementById("streaming");
+      transcript.insertBefore(el, streaming && el !== streaming ? streaming : null);
+    }
+    if (window.htmx) htmx.process(el);
+  }
+
+  function appendDelta(payload) {
+    var bubble = document.getElementById("streaming");
+    if (!bubble) {
+      bubble = fragment('<article class="msg msg-assistant streaming" id="streaming">' +
+        '<div class="msg-meta">Hermes</div><div class="msg-body stream-text"></div></article>')[0];
+      var empty = document.getElementById("empty-chat");
+      if (empty) empty.remove();
+      transcript.appendChild(bubble);
+    }
+    bubble.querySelector(".stream-text").textContent += payload.text || "";
+  }
+
+  function updateBadge(frame) {
+    var link = document.getElementById("approvals-link");
+    if (!link) return;
+    var badge = document.getElementById("approvals-badge");
+    var count = badge ? Number(badge.textContent) || 0 : 0;
+    if (frame.type === "approval.requested") count += 1;
+    else if (frame.type === "approval.decided") count = Math.max(0, count - 1);
+    else return;
+    if (!badge) {
+      badge = document.createElement("span");
+      badge.id = "approvals-badge"; badge.className = "badge";
+      link.appendChild(document.createTextNode(" ")); link.appendChild(badge);
+    }
+    badge.textContent = String(count);
+    badge.hidden = count === 0;
+  }
+
+  function apply(frame) {
+    if (frame.session_id !== sessionId) { updateBadge(frame); return; }
+    if (typeof frame.seq !== "number" || frame.seq <= lastSeq) return;
+    lastSeq = frame.seq;
+    var follow = nearBottom();
+    var payload = frame.payload || {};
+    if (frame.type === "approval.requested" || frame.type === "approval.decided") updateBadge(frame);
+    if (frame.type === "text.delta") {
+      appendDelta(payload);
+    } else if (frame.type === "session.updated" && payload.title) {
+      document.getElementById("session-title").textContent = payload.title;
+      document.title = payload.title + " · Hermes Web";
+    } else if (frame.type === "session.updated" && payload.rewound_from) {
+      window.location.reload();
+      return;
+    }
+    if (frame.html) {
+      var message = payload.message || {};
+      if (frame.type === "message.added" && message.role === "user" && payload.turn_id) {
+        var queued = document.getElementById("queued-" + payload.turn_id);
+        if (queued) queued.remove();
+      }
+      var streaming = document.getElementById("streaming");
+      var replacesStream = frame.type === "message.added" && message.role === "assistant";
+      fragment(frame.html).forEach(place);
+      if (replacesStream && streaming) streaming.remove();
+    }
+    if (/^turn\.(finished|failed|cancelled)$/.test(frame.type)) {
+      var leftover = document.getElementById("streaming");
+      if (leftover) leftover.classList.add("stream-ended");
+      if (leftover) leftover.id = "";
+    }
+    if (follow) toBottom();
+  }
+
+  function poll() {
+    fetch("/sessions/" + sessionId + "/events/?after=" + lastSeq, { credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.json() : null; })
+      .then(function (data) { if (data) data.events.forEach(apply); })
+      .catch(function () { /* still offline; the banner says so */ });
+  }
+  function startPolling() { if (!pollTimer) pollTimer = setInterval(poll, 3000); }
+  function stopPolling() { clearInterval(pollTimer); pollTimer = null; }
+
+  function connect() {
+    retryTimer = null;
+    var scheme = location.protocol === "https:" ? "wss://" : "ws://";
+    socket = new WebSocket(scheme + location.host + "/ws/sessions/" + sessionId + "/");
+    socket.onopen = function () {
+      attempts = 0;
+      socket.send(JSON.stringify({ type: "hello", last_seq: lastSeq }));
+      hideBanner();
+      stopPolling();
+    };
+    socket.onmessage = function (e) {
+      var frame;
+      try { frame = JSON.parse(e.data); } catch (err) { return; }
+      if (frame.type === "error" && typeof frame.seq !== "number") {
+        showBanner(frame.payload && frame.payload.reason || "The server reported an error.", "error");
+        return;
+      }
+      apply(frame);
+    };
+    socket.onclose = function (e) {
+      socket = null;
+      if (FINAL_CLOSE[e.code]) { closedForGood = true; stopPolling(); showBanner(FINAL_CLOSE[e.code], "error"); return; }
+      attempts += 1;
+      var delay = Math.min(30000, 500 * Math.pow(2, attempts)) * (0.5 + Math.random() / 2);
+      showBanner("Reconnecting… (live updates paused; checking for new events every few seconds)");
+      startPolling();
+      retryTimer = setTimeout(connect, delay);
+    };
+  }
+
+  /* Composer: Enter sends, Shift+Enter adds a line (not while an IME is composing). */
+  document.addEventListener("keydown", function (e) {
+    if (e.target.id !== "composer-text" || e.key !== "Enter" || e.shiftKey || e.isComposing) return;
+    e.preventDefault();
+    var form = e.target.form;
+    if (e.target.value.trim() && form.requestSubmit) form.requestSubmit();
+  });
+  document.addEventListener("htmx:afterRequest", function (e) {
+    var form = e.detail.elt;
+    if (form.id === "composer" && e.detail.successful && e.detail.xhr.status === 200) {
+      var text = form.querySelector("#composer-text");
+      if (text) { text.value = ""; text.focus(); }
+      var error = document.getElementById("composer-error");
+      if (error) error.remove();
+    }
+  });
+  window.addEventListener("online", function () {
+    if (!socket && !closedForGood) { clearTimeout(retryTimer); connect(); }
+  });
+
+  connect();
+  toBottom();
+  window.hermesChat = { lastSeq: function () { return lastSeq; } };
+})();

@@ -1,0 +1,111 @@
+"""The policy against corpora of real command lines and against generated obfuscations.
+
+tests/agents/corpus/: hardline.txt (every line must be denied), dangerous.txt (every line
+must ask or deny), everyday.txt (ordinary development commands; the share that asks is the
+false-ask rate). One command per line; ``<NL>`` stands for a newline."""
+
+from __future__ import annotations
+
+import base64
+import shlex
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agents.policy import PolicyContext, check_command
+
+CORPUS = Path(__file__).parent / "corpus"
+FALSE_ASK_THRESHOLD = 0.05  # at most 5% of everyday commands may ask
+
+
+def lines(name: str) -> list[str]:
+    text = (CORPUS / name).read_text()
+    return [line.replace("<NL>", "\n") for line in text.splitlines() if line.strip()]
+
+
+HARDLINE = lines("hardline.txt")
+DANGEROUS = lines("dangerous.txt")
+EVERYDAY = lines("everyday.txt")
+CTX = PolicyContext(session_id="s1", user_id="u1", workspace="/nonexistent-hermes-ws")
+
+
+def test_corpus_sizes():
+    assert len(DANGEROUS) >= 60
+    assert len(HARDLINE) >= 60
+    assert len(EVERYDAY) >= 100
+
+
+def test_every_hardline_command_is_denied_even_under_bypass():
+    yolo = replace(CTX, bypass=True, always_rules=("*",))
+    missed = [(c, d.rule) for c in HARDLINE if (d := check_command(c, yolo)).verdict != "deny"]
+    print(f"\nhardline corpus: {len(HARDLINE) - len(missed)}/{len(HARDLINE)} denied")
+    assert missed == []
+
+
+def test_every_dangerous_command_asks_or_denies():
+    verdicts = {c: check_command(c, CTX).verdict for c in DANGEROUS}
+    allowed = [c for c, v in verdicts.items() if v == "allow"]
+    denied = sum(v == "deny" for v in verdicts.values())
+    print(f"\ndangerous corpus: {len(DANGEROUS)} commands, {len(DANGEROUS) - denied} ask, "
+          f"{denied} deny, {len(allowed)} allow")
+    assert allowed == []
+
+
+def test_dangerous_commands_deny_when_unattended():
+    unattended = replace(CTX, unattended=True)
+    assert [c for c in DANGEROUS if check_command(c, unattended).verdict != "deny"] == []
+
+
+def test_everyday_false_ask_rate():
+    asked = [(c, d.rule) for c in EVERYDAY if (d := check_command(c, CTX)).verdict != "allow"]
+    rate = len(asked) / len(EVERYDAY)
+    print(f"\neveryday corpus: {len(EVERYDAY)} commands, {len(asked)} ask "
+          f"(false-ask rate {rate:.1%}): {asked}")
+    assert all(check_command(c, CTX).verdict != "deny" for c in EVERYDAY)
+    assert rate <= FALSE_ASK_THRESHOLD
+
+
+def _b64(cmd: str) -> str:
+    return f"echo {base64.b64encode(cmd.encode()).decode()} | base64 -d | bash"
+
+
+WHOLE = [
+    lambda c: f"sh -c {shlex.quote(c)}", lambda c: f"bash -lc {shlex.quote(c)}",
+    lambda c: f"eval {shlex.quote(c)}", _b64, lambda c: f"true && {c}", lambda c: f"( {c} )",
+    lambda c: f"{{ {c}; }}", lambda c: f"if true; then {c}; fi",
+    lambda c: f"su -c {shlex.quote(c)}", lambda c: f"echo {shlex.quote(c)} | sh",
+    lambda c: f"bash <<'EOF'\n{c}\nEOF",
+]
+PREFIX = ["env FOO=1 ", "timeout 5 ", "nice -n 5 ", "nohup ", "command ", "sudo ",
+          "/usr/bin/env ", "stdbuf -oL ", "exec "]
+
+
+@settings(max_examples=150, deadline=None)
+@given(cmd=st.sampled_from(HARDLINE), wraps=st.lists(st.sampled_from(WHOLE), max_size=2))
+def test_property_wrapping_a_hardline_command_keeps_it_denied(cmd, wraps):
+    for wrap in wraps:
+        cmd = wrap(cmd)
+    assert check_command(cmd, replace(CTX, bypass=True)).verdict == "deny", cmd
+
+
+@settings(max_examples=200, deadline=None)
+@given(cmd=st.sampled_from(HARDLINE + DANGEROUS), prefix=st.sampled_from(PREFIX),
+       wraps=st.lists(st.sampled_from(WHOLE), max_size=2), cut=st.integers(1, 3))
+def test_property_no_wrapping_or_quoting_makes_a_risky_command_allowed(cmd, prefix, wraps, cut):
+    first = cmd.split(" ", 1)[0]
+    if first.isalpha() and len(first) > cut:  # r""m, r\m: quotes inside the name
+        cmd = f'{first[:cut]}""{first[cut:]}' + cmd[len(first):]
+    cmd = prefix + cmd
+    for wrap in wraps:
+        cmd = wrap(cmd)
+    assert check_command(cmd, CTX).verdict != "allow", cmd
+
+
+@pytest.mark.parametrize("cmd", EVERYDAY[:40])
+def test_everyday_commands_stay_allowed_inside_plain_wrappers(cmd):
+    before = check_command(cmd, CTX).verdict
+    assert check_command(f"timeout 60 {cmd}" if "\n" not in cmd and not cmd.startswith(
+        ("(", "for", "if", "cd", "export", "time")) else cmd, CTX).verdict == before
