@@ -5,7 +5,8 @@ decoded payloads), so every rule here reads meaning, not spelling (failure cases
 Sources: hermes-facts §10 (hardline patterns, sudo -S guard), seed "The fourth fault".
 The floor is deliberately narrow: unrecoverable damage to the host (root or system trees,
 home, block devices, power state, every process). Broader risk asks. Deciding what to do
-with a finding (order, bypass, rules, isolation) is agents/policy.py, not this module.
+with a finding (order, bypass, isolation) is agents/policy.py; matching user rules
+(deny, always) against a parsed command is here, so rules read meaning too.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from __future__ import annotations
 import posixpath
 import re
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from typing import Literal
 
+from agents.command_forms import normalize_pattern
 from agents.commands import ParsedCommand, SimpleCommand
 
 Level = Literal["hardline", "guard", "ask"]
@@ -292,3 +295,24 @@ def assess(parsed: ParsedCommand) -> tuple[Finding, ...]:
             out.append(Finding(level="ask", rule=ask[0], risk_class=ask[1], reason=ask[2],
                                command=i))
     return tuple(out)
+
+
+def rule_matches(pattern: str, parsed: ParsedCommand, index: int | None) -> bool:
+    """Does ``pattern`` (normalised like a command) match command ``index`` (any wrapper
+    layer), or, for ``index`` None, the whole normalised line? A pattern also matches a
+    command that continues with more arguments (``sudo`` matches ``sudo id``)."""
+    pat = normalize_pattern(pattern)
+    if not pat:
+        return False
+    texts = [parsed.normalized] if index is None else [
+        " ".join(layer) for layer in parsed.commands[index].layers]
+    return any(fnmatchcase(t, pat) or fnmatchcase(t, pat + " *") for t in texts)
+
+
+def first_matching_rule(patterns: tuple[str, ...], parsed: ParsedCommand) -> str | None:
+    """The first of ``patterns`` matching any command of ``parsed`` (see rule_matches)."""
+    for p in patterns:
+        if any(rule_matches(p, parsed, i) for i in range(len(parsed.commands))) or \
+                rule_matches(p, parsed, None):
+            return p
+    return None

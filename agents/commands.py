@@ -60,7 +60,8 @@ class SimpleCommand:
 class ParsedCommand:
     """A command line after parsing. ``findings``: (rule, detail) pairs the parser itself
     raised: "unparseable", "dynamic_name", "eval_dynamic", "pipe_to_shell", "fork_bomb",
-    "exec_process_substitution", "inline_code". ``normalized``: each command's display form, joined by " ; "."""
+    "exec_process_substitution", "inline_code". ``normalized``: each command's display
+    form, joined by " ; "."""
 
     source: str
     commands: tuple[SimpleCommand, ...]
@@ -92,15 +93,42 @@ def _prepare(text: str) -> str:
     analysis: ANSI-C quotes decoded, ``$IFS`` → space, ``[[ ]]`` → ``[ ]``, arithmetic
     without substitutions → 0, quoted heredoc delimiters unquoted, ``time`` dropped."""
     text = text.replace("\\\n", "")
-    text = re.sub(r"\$'((?:[^'\\]|\\.)*)'",
-                  lambda m: "'" + decode_ansi_c(m.group(1)).replace("'", "'\\''") + "'", text)
-    text = re.sub(r'\$"', '"', text)
+    text = _unquote_ansi_c(text)
     text = re.sub(r"\$\{IFS[^}]*\}|\$IFS(?![A-Za-z0-9_])", " ", text)
     text = re.sub(r"(?<!\S)\[\[(?=\s)", "[", text)
     text = re.sub(r"(?<=\s)\]\](?=\s|;|$|&|\|)", "]", text)
     text = re.sub(r"\$\(\(([^()$`]*)\)\)", "0", text)
     text = re.sub(r"<<(-?)\s*(['\"])(\w+)\2", r"<<\1\3", text)
     return re.sub(r"(^|[;&|(\n]\s*)time\s+(-p\s+)?", r"\1", text)
+
+
+_ANSI_C = re.compile(r"\$'((?:[^'\\]|\\.)*)'")
+
+
+def _unquote_ansi_c(text: str) -> str:
+    """Rewrite ``$'...'`` (outside other quotes only) as a plain single-quoted string with
+    the escapes decoded, and ``$"..."`` as ``"..."``."""
+    out: list[str] = []
+    quote: str | None = None
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c == "\\" and quote != "'":
+            out.append(text[i:i + 2])
+            i += 2
+            continue
+        if quote is None and text.startswith("$'", i) and (m := _ANSI_C.match(text, i)):
+            out.append("'" + decode_ansi_c(m.group(1)).replace("'", "'\\''") + "'")
+            i = m.end()
+            continue
+        if quote is None and text.startswith('$"', i):
+            i += 1
+            continue
+        if c in "'\"" and quote in (None, c):
+            quote = None if quote else c
+        out.append(c)
+        i += 1
+    return "".join(out)
 
 
 class _Walker:
@@ -126,6 +154,7 @@ class _Walker:
             trees = bashlex.parse(prepared)
         except Exception as exc:  # bashlex raises many types; any failure means "ask"
             self.findings.append(("unparseable", f"{type(exc).__name__}: {exc}"[:200]))
+            self.fallback(prepared, depth)
             return None
         saved = self.src
         self.src = prepared
@@ -137,6 +166,26 @@ class _Walker:
         finally:
             self.src = saved
         return None if any(o is None for o in outs) else "".join(o for o in outs if o)
+
+    def fallback(self, text: str, depth: int) -> None:
+        """Crude split of a line bashlex rejected, so the hardline floor still sees its
+        commands (bash may run what bashlex cannot parse; the line asks regardless)."""
+        text = re.sub(r"\$\(|`|[()\n]|(?<![$\w])\{\s|\s\}(?!\w)", " ; ", text)
+        lexer = shlex.shlex(text, posix=True, punctuation_chars=";&|<>")
+        lexer.whitespace_split = True
+        tokens: list[str] = []
+        try:
+            tokens.extend(lexer)
+        except ValueError:
+            pass  # unterminated quote: keep what came before it
+        group: list[Word] = []
+        for token in [*tokens, ";"]:
+            if token and set(token) <= set(";&|<>"):
+                if group:
+                    self.argv(group, depth + 1, "", None, ())
+                group = []
+            else:
+                group.append(Word(token))
 
     def walk(self, node: Any, depth: int, stdin: str | None = None, piped: bool = False
              ) -> str | None:

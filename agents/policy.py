@@ -9,7 +9,9 @@ The order of its checks is the security design (seed "The fourth fault"; hermes-
 3. hardline floor and the app's own config files → deny, nothing overrides, bypass included;
 4. sudo password-piping guard → deny;  5. the user's and team's deny list → deny;
 6. a human's decision on this very call (approved / denied with a reason);
-7. instruction files (AGENTS.md, skills ...) → ask, one operation at a time;
+7. instruction files (AGENTS.md, skills ...) and commands that do not parse → ask, one
+   operation at a time (an unparsed command cannot be checked against the floor, so
+   neither bypass nor a rule may wave it through);
 8. bypass → allow;  9. "always" and session rules → allow;
 10. unattended (scheduled run, child agent) → deny;  11. ask.
 
@@ -20,8 +22,8 @@ by bypass or rules (seed "The gate that trust cannot switch off"). Only the huma
 on that single call passes it.
 
 Pure apart from resolving paths on disk (realpath: symlinks and ``..`` are resolved before
-any check; failure case B33) and reading the acting identity contextvar. Never reads
-os.environ: bypass is a value the caller passes (see ``freeze_bypass``). Command parsing is
+any check; failure case B33) and reading the identity contextvar. Never reads the process
+environment: bypass is a value the caller passes (``freeze_bypass``). Parsing is
 agents/commands.py; what a command risks is agents/command_risk.py.
 """
 
@@ -36,8 +38,7 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any, Literal
 
-from agents.command_forms import normalize_pattern
-from agents.command_risk import Finding, assess, write_targets
+from agents.command_risk import assess, first_matching_rule, rule_matches, write_targets
 from agents.commands import ParsedCommand, parse_command
 from agents.errors import HarnessError
 from agents.identity import current_identity
@@ -122,7 +123,7 @@ def freeze_bypass(value: bool) -> bool:
 
     The attack it prevents (seed "The one-line attack"; failure case B32): skills, plugins
     and generated code run inside this process, so a bypass read from the environment on
-    every check is switched off by one injected ``os.environ[...] = "1"`` (or an ``export``
+    every check is switched off by one injected environment assignment (or an ``export``
     in a shell), silently, for every later call. Here the settings module reads the variable
     once before any model output exists and passes the value; this module never reads the
     environment. A repeat call with the same value is a no-op (settings may be imported
@@ -143,10 +144,8 @@ def bypass_frozen() -> bool:
     return bool(_BYPASS and _BYPASS[0])
 
 
-def _d(verdict: Verdict, rule: str, reason: str, risk: str = "", normalized: str = ""
-       ) -> Decision:
-    return Decision(verdict=verdict, rule=rule, reason=reason, risk_class=risk,
-                    normalized=normalized)
+def _d(verdict: Verdict, rule: str, reason: str, risk: str = "", norm: str = "") -> Decision:
+    return Decision(verdict=verdict, rule=rule, reason=reason, risk_class=risk, normalized=norm)
 
 
 def check_command(command: str, ctx: PolicyContext) -> Decision:
@@ -220,16 +219,22 @@ def _ask_or_deny(ctx: PolicyContext, rule: str, risk: str, reason: str, normaliz
     return _d("ask", rule, reason, risk, normalized)
 
 
-def _protected_gate(call_id: str, ctx: PolicyContext, reason: str, normalized: str
-                    ) -> Decision:
-    """Step 7: one operation at a time; only a human decision on this call passes."""
+def _human_gate(call_id: str, ctx: PolicyContext, rule: str, risk: str, reason: str,
+                normalized: str) -> Decision:
+    """A gate that trust cannot switch off: bypass and rules are not consulted; only a
+    human decision on this very call passes it (one operation at a time)."""
     if call_id in ctx.denied_call_ids:
         return _d("deny", "human_denied", ctx.denied_call_ids[call_id] or "denied by a person",
-                  "instruction_file", normalized)
+                  risk, normalized)
     if call_id in ctx.approved_call_ids:
-        return _d("allow", "human_approved", ctx.approved_call_ids[call_id],
-                  "instruction_file", normalized)
-    return _ask_or_deny(ctx, "protected_file", "instruction_file", reason, normalized)
+        return _d("allow", "human_approved", ctx.approved_call_ids[call_id], risk, normalized)
+    return _ask_or_deny(ctx, rule, risk, reason, normalized)
+
+
+def _protected_gate(call_id: str, ctx: PolicyContext, reason: str, normalized: str
+                    ) -> Decision:
+    """Step 7: instruction files."""
+    return _human_gate(call_id, ctx, "protected_file", "instruction_file", reason, normalized)
 
 
 # --- paths -------------------------------------------------------------------------------
@@ -323,26 +328,6 @@ def _decide_paths(call: ToolCall, args: dict[str, Any], ctx: PolicyContext, *, w
 
 # --- commands ----------------------------------------------------------------------------
 
-def _matches(pattern: str, parsed: ParsedCommand, index: int | None) -> bool:
-    """Does ``pattern`` (normalised like a command) match command ``index`` (any wrapper
-    layer), or, for ``index`` None, the whole normalised line? A pattern also matches a
-    command that continues with more arguments (``sudo`` matches ``sudo id``)."""
-    pat = normalize_pattern(pattern)
-    if not pat:
-        return False
-    texts = [parsed.normalized] if index is None else [
-        " ".join(layer) for layer in parsed.commands[index].layers]
-    return any(fnmatchcase(t, pat) or fnmatchcase(t, pat + " *") for t in texts)
-
-
-def _any_match(patterns: tuple[str, ...], parsed: ParsedCommand) -> str | None:
-    for p in patterns:
-        if any(_matches(p, parsed, i) for i in range(len(parsed.commands))) or \
-                _matches(p, parsed, None):
-            return p
-    return None
-
-
 def _command_paths(parsed: ParsedCommand, ctx: PolicyContext
                    ) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """(every path-like word, resolved; the write targets, resolved)."""
@@ -365,7 +350,7 @@ def _decide_command(call_id: str, command: str, ctx: PolicyContext) -> Decision:
         return _d("deny", "missing_state", "no session workspace is known", "", norm)
     findings = assess(parsed)
     touched, targets = _command_paths(parsed, ctx)
-    denied_by = _any_match(ctx.deny_rules, parsed)
+    denied_by = first_matching_rule(ctx.deny_rules, parsed)
     protected = [real for lexical, real in targets if _protected(lexical, real, ctx)]
     if ctx.backend_isolated and not ctx.backend_has_host_paths:
         if denied_by is not None:
@@ -374,8 +359,8 @@ def _decide_command(call_id: str, command: str, ctx: PolicyContext) -> Decision:
             return _protected_gate(call_id, ctx, f"writes {protected[0]}, a file that "
                                    "steers future sessions", norm)
         if not parsed.parseable and ctx.deny_rules:
-            return _gate(call_id, ctx, "unparseable", "obfuscation", "cannot check the deny "
-                         "list against a command that does not parse", norm, lambda p: False)
+            return _human_gate(call_id, ctx, "unparseable", "obfuscation", "cannot check the "
+                               "deny list against a command that does not parse", norm)
         return _d("allow", "isolated_backend", "isolated backend: only the deny list applies",
                   "", norm)
     hard = [f for f in findings if f.level == "hardline"]
@@ -393,20 +378,16 @@ def _decide_command(call_id: str, command: str, ctx: PolicyContext) -> Decision:
     if protected:
         return _protected_gate(call_id, ctx, f"writes {protected[0]}, a file that steers "
                                "future sessions", norm)
+    if not parsed.parseable:
+        return _human_gate(call_id, ctx, "unparseable", "obfuscation", "the command could not "
+                           "be parsed, so the hardline floor cannot be checked", norm)
     asks = [f for f in findings if f.level == "ask"]
     if not asks:
         return _d("allow", "default_allow", "no risky pattern", "", norm)
 
     def covered_by(pattern: str) -> bool:
-        return all(_covers(pattern, parsed, f) for f in asks)
+        return all(rule_matches(pattern, parsed, f.command) for f in asks)
 
     first = asks[0]
     reason = "; ".join(dict.fromkeys(f.reason for f in asks))
     return _gate(call_id, ctx, first.rule, first.risk_class, reason, norm, covered_by)
-
-
-def _covers(pattern: str, parsed: ParsedCommand, finding: Finding) -> bool:
-    """An unparseable command is never covered by a rule (it always asks)."""
-    if finding.rule == "unparseable":
-        return False
-    return _matches(pattern, parsed, finding.command)

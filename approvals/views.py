@@ -73,8 +73,9 @@ def approval_decide_view(request: HttpRequest, approval_id: int) -> HttpResponse
             error = " ".join(exc.messages)
             approval.refresh_from_db()
     if _is_htmx(request):
+        # 400 with the card carrying the error: swapped in place like a 200 (base.html).
         return HttpResponse(approval_card_html(approval, request.user, request=request,
-                                               error=error))
+                                               error=error), status=400 if error else 200)
     if error:
         messages.error(request, error)
     else:

@@ -230,6 +230,8 @@ HERMES = {
     "MAX_ITERATIONS": int(env_str("HERMES_MAX_ITERATIONS", "90")),
     "MAX_OUTPUT_TOKENS": int(env_str("HERMES_MAX_OUTPUT_TOKENS", "4096")),
     "MAX_MESSAGE_CHARS": 100_000,
+    # Seconds before the first retry of a retryable provider error (doubling, capped).
+    "RETRY_BASE_DELAY": float(env_str("HERMES_RETRY_BASE_DELAY", "1.0")),
     # Prompt cache (agents/cache.py): "5m" or "1h".
     "CACHE_TTL": env_str("HERMES_CACHE_TTL", "5m"),
     # Where session workspaces live, and the home holding SOUL.md and skills/.

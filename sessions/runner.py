@@ -62,7 +62,10 @@ def provider_transport(profile: ProviderProfile, model: str):
     api_key = settings.HERMES["API_KEYS"].get(profile.key_env or "", "") or None
     if api_key is None and profile.name.startswith("simulator"):
         api_key = "simulator"
-    return get_transport(profile, api_key=api_key, model=model)
+    from agents.transports.retry import RetryPolicy
+
+    retry = RetryPolicy(base_delay=settings.HERMES["RETRY_BASE_DELAY"])
+    return get_transport(profile, api_key=api_key, model=model, retry=retry)
 
 
 @dataclass

@@ -11,8 +11,7 @@ from django.db import migrations
 
 PG_FORWARD = """
 CREATE TABLE agent_sessions_message_search (
-    message_id bigint PRIMARY KEY
-        REFERENCES agent_sessions_message(id) ON DELETE CASCADE DEFERRABLE INITIALLY DEFERRED,
+    message_id bigint PRIMARY KEY,
     tsv tsvector NOT NULL
 );
 CREATE INDEX agent_sessions_message_search_tsv ON agent_sessions_message_search USING gin (tsv);
@@ -25,6 +24,13 @@ BEGIN
     ON CONFLICT (message_id) DO UPDATE SET tsv = EXCLUDED.tsv;
     RETURN NEW;
 END $$ LANGUAGE plpgsql;
+CREATE FUNCTION agent_sessions_message_search_delete() RETURNS trigger AS $$
+BEGIN
+    DELETE FROM agent_sessions_message_search WHERE message_id = OLD.id;
+    RETURN OLD;
+END $$ LANGUAGE plpgsql;
+CREATE TRIGGER agent_sessions_message_search_del AFTER DELETE ON agent_sessions_message
+    FOR EACH ROW EXECUTE FUNCTION agent_sessions_message_search_delete();
 CREATE TRIGGER agent_sessions_message_search_ins AFTER INSERT ON agent_sessions_message
     FOR EACH ROW EXECUTE FUNCTION agent_sessions_message_search_write();
 CREATE TRIGGER agent_sessions_message_search_upd
@@ -32,6 +38,8 @@ CREATE TRIGGER agent_sessions_message_search_upd
     FOR EACH ROW EXECUTE FUNCTION agent_sessions_message_search_write();
 """
 PG_REVERSE = """
+DROP TRIGGER IF EXISTS agent_sessions_message_search_del ON agent_sessions_message;
+DROP FUNCTION IF EXISTS agent_sessions_message_search_delete();
 DROP TRIGGER IF EXISTS agent_sessions_message_search_upd ON agent_sessions_message;
 DROP TRIGGER IF EXISTS agent_sessions_message_search_ins ON agent_sessions_message;
 DROP FUNCTION IF EXISTS agent_sessions_message_search_write();

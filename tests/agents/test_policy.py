@@ -115,10 +115,15 @@ def test_bad_arguments_deny(ctx):
     assert check_command("ls", replace(ctx, workspace=None)).rule == "missing_state"
 
 
-def test_unparseable_command_asks(ctx):
+def test_unparseable_command_asks_even_under_bypass_and_rules(ctx):
     d = check_command('echo "unterminated', ctx)
     assert (d.verdict, d.rule) == ("ask", "unparseable")
-    assert check_command('echo "unterminated', replace(ctx, always_rules=("*",))).verdict == "ask"
+    trusting = replace(ctx, always_rules=("*",), bypass=True)
+    assert check_command('echo "unterminated', trusting).verdict == "ask"
+    assert check_command('echo "unterminated', replace(trusting, unattended=True)).verdict == \
+        "deny"
+    # bash runs "{ cmd & }" forms bashlex rejects: the floor still sees the command
+    assert check_command("case x in a) reboot;; esac", trusting).rule == "hardline"
 
 
 # --- isolated backend --------------------------------------------------------------------

@@ -88,7 +88,10 @@ PREFIX = ["env FOO=1 ", "timeout 5 ", "nice -n 5 ", "nohup ", "command ", "sudo 
 def test_property_wrapping_a_hardline_command_keeps_it_denied(cmd, wraps):
     for wrap in wraps:
         cmd = wrap(cmd)
-    assert check_command(cmd, replace(CTX, bypass=True)).verdict == "deny", cmd
+    d = check_command(cmd, replace(CTX, bypass=True))
+    # bash itself rejects some nestings (a heredoc end marker followed by ")"); those do
+    # not parse and then ask even under bypass
+    assert d.verdict == "deny" or (d.verdict, d.rule) == ("ask", "unparseable"), cmd
 
 
 @settings(max_examples=200, deadline=None)

@@ -8,6 +8,7 @@ import threading
 from datetime import timedelta
 
 import pytest
+from django.apps import apps
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import connection
 from django.http import Http404
@@ -95,9 +96,8 @@ def test_badge_count_drops_after_a_decision(people, session_a, ask, listen,
 
 # available_apps makes the flush after this test TRUNCATE ... CASCADE: the message search
 # side table (sessions migration 0002) references messages and is unknown to Django's flush.
-@pytest.mark.django_db(transaction=True, available_apps=[
-    "django.contrib.contenttypes", "django.contrib.auth", "django.contrib.sessions",
-    "django.contrib.admin", "axes", "accounts", "sessions", "approvals"])
+@pytest.mark.django_db(transaction=True,
+                        available_apps=[c.name for c in apps.get_app_configs()])
 def test_first_decision_wins_between_two_racing_threads(people, session_a, ask):
     session, turn = session_a
     for attempt in range(4):

@@ -23,14 +23,20 @@ from sessions.models import RunEvent, Session, Turn
 from sessions.routing import websocket_urlpatterns
 from sessions.services import session_create
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# available_apps makes the flush between tests TRUNCATE ... CASCADE, which the full-text
+# side table (sessions migration 0002, a foreign key to messages) needs on PostgreSQL.
+APPS = ["django.contrib.admin", "django.contrib.auth", "django.contrib.contenttypes",
+        "django.contrib.sessions", "django.contrib.messages", "django.contrib.staticfiles",
+        "channels", "django_htmx", "template_partials", "axes", "accounts", "sessions",
+        "approvals"]
+pytestmark = pytest.mark.django_db(transaction=True, available_apps=APPS)
 ORIGIN = (b"origin", b"http://127.0.0.1:8000")
 
 
 @pytest.fixture(autouse=True)
 def memory_layer(settings):
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
-    settings.ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
+    settings.ALLOWED_HOSTS = ["127.0.0.1", "localhost", "testserver"]
 
 
 @pytest.fixture
