@@ -10,13 +10,21 @@ number that fires all of this is wrong"). Compaction and prune decisions are the
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, replace
 
 from agents import Transport
 from agents.cache import CacheSettings, plan_breakpoints
 from agents.history import validate_and_repair
 from agents.messages import Message, ModelRequest, ToolSpec
 from agents.tokens import Calibrator, estimate_payload_tokens, prefix_fingerprint
+
+
+_OVERFLOW_SIZES = re.compile(r"(?:context limit: |too long: )(\d+)")
+MIN_OUTPUT_TOKENS = 256
+"""Smallest output budget worth asking for; below it compaction must make room instead."""
+OUTPUT_MARGIN_TOKENS = 256
+"""Slack between the projected input and the window (the projection is an estimate)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -49,6 +57,13 @@ class RequestPipeline:
     calibrator: Calibrator
     cache: CacheSettings = field(default_factory=CacheSettings)
     max_tokens: int = 4096
+    context_window: int | None = None
+    input_hint: int | None = None
+    """A provider-reported input size (tokens) from an overflow error; kept until the next
+    response arrives (the caller clears it), so a re-plan after compaction still uses it."""
+    last_billed: tuple[int, int] | None = None
+    """(rough, billed) of the last response, even one over the compaction threshold (which
+    the calibrator drops): the output budget must not trust a raw under-estimate."""
     started_call_ids: set[str] = field(default_factory=set)
 
     def prepare(self, history: list[Message], *, tools: bool = True) -> PreparedRequest:
@@ -63,9 +78,43 @@ class RequestPipeline:
         rough = estimate_payload_tokens(self.transport.build_payload(planned))
         self.calibrator.before_call(rough=rough, fingerprint=self.fingerprint(legal),
                                     message_count=len(legal))
+        projected = self.calibrator.projected(rough)
+        sized = projected
+        if self.last_billed is not None:
+            sized = max(sized, self.last_billed[1] + max(0, rough - self.last_billed[0]))
+        if self.input_hint is not None:  # the provider counted it for us: trust that
+            sized = max(sized, self.input_hint)
+        self._pending_rough = rough
+        planned = replace(planned, max_tokens=self.output_budget(sized))
         return PreparedRequest(request=planned, history=legal, added=repair.added,
                                problems=repair.problems, rough_tokens=rough,
-                               projected_tokens=self.calibrator.projected(rough))
+                               projected_tokens=projected)
+
+    def output_budget(self, projected_input: int) -> int:
+        """max_tokens for a request whose input is ``projected_input`` tokens: the
+        configured cap, clamped so input + output fits the window (providers reject
+        "input length and max_tokens exceed context limit"), never below 256 tokens."""
+        if not self.context_window:
+            return self.max_tokens
+        room = self.context_window - projected_input - OUTPUT_MARGIN_TOKENS
+        return max(MIN_OUTPUT_TOKENS, min(self.max_tokens, room))
+
+    def note_billed(self, billed: int | None) -> None:
+        """Pair the last prepared estimate with the billed prompt tokens (None: no usage)."""
+        self.input_hint = None
+        rough = getattr(self, "_pending_rough", None)
+        if billed is not None and rough is not None:
+            self.last_billed = (rough, billed)
+
+    def note_overflow(self, message: str) -> bool:
+        """Read the input size out of a provider overflow message ("input length and
+        max_tokens exceed context limit: 15919 + 4096 > 20000", "prompt is too long: N tokens
+        > M maximum"); the next request sizes its output budget from it. True if found."""
+        match = _OVERFLOW_SIZES.search(message)
+        if match is None:
+            return False
+        self.input_hint = int(match.group(1))
+        return True
 
     def fingerprint(self, messages: list[Message]) -> str:
         """Fingerprint of the priced prefix (system + tools + ``messages``)."""

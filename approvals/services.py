@@ -117,8 +117,8 @@ def _badges_publish_on_commit(session: Session) -> None:
     def publish() -> None:
         for user in get_user_model().objects.filter(pk__in=user_ids):
             count = approval_list_pending(user=user).count()
-            group_publish(user_group(user.pk), {"type": "approval.badge", "count": count,
-                                                "session_id": session.pk})
+            # No session_id: the consumer forwards it as is, outside the seq stream.
+            group_publish(user_group(user.pk), {"type": "approval.badge", "count": count})
 
     transaction.on_commit(publish)
 

@@ -97,7 +97,7 @@ def session_compact(*, ctx, sink, history: list[AgentMessage], forced: bool,
     committed (breaker blocked, nothing to compact, lease busy). ``ctx`` is the runner's
     TurnContext, ``sink`` its DbSink (the summariser's usage is recorded through it)."""
     session = ctx.session
-    breaker = breaker_load(session)
+    breaker = ctx.breaker  # one breaker per bind: the verdict latch must be the same object
     if not forced:
         decision = breaker.may_compact()
         breaker_save(session, breaker)  # the deadline is armed at the first blocked check

@@ -118,16 +118,32 @@ class TurnContext:
         return RequestPipeline(
             transport=self.transport, model=session.model, system=session.system_prompt,
             stable_len=stable_len, tools=toolbox.registry_for(session).specs(session.tool_names),
-            profile=self.profile, calibrator=Calibrator(threshold=self.threshold),
+            profile=self.profile, calibrator=self.calibrator_restore(stable_len),
             cache=CacheSettings(ttl=settings.HERMES["CACHE_TTL"]),
-            max_tokens=min(settings.HERMES["MAX_OUTPUT_TOKENS"], self.profile.max_output_tokens))
+            max_tokens=min(settings.HERMES["MAX_OUTPUT_TOKENS"], self.profile.max_output_tokens),
+            context_window=self.profile.context_window)
 
     def rebuild_after_compaction(self) -> None:
         """A compaction is the one moment the prefix may change: rebuild the system prompt
         (issue 4) and start calibration afresh."""
         Session.objects.filter(pk=self.session.pk).update(system_prompt="")
         self.session.system_prompt = ""
-        self.__dict__.pop("pipeline", None)
+        old = self.__dict__.pop("pipeline", None)
+        if old is not None:  # what the provider told us about sizes still holds
+            self.pipeline.input_hint, self.pipeline.last_billed = old.input_hint, old.last_billed
+
+    def calibrator_restore(self, stable_len: int | None) -> Calibrator:
+        """The session's calibration anchor, kept only if the priced prefix it describes is
+        still the live prefix (fingerprints match; issue 4 item 1)."""
+        from agents.tokens import prefix_fingerprint
+
+        session = self.session
+        tools = toolbox.registry_for(session).specs(session.tool_names)
+        live = history_load(session=session)
+        return Calibrator.from_dict(
+            session.usage_anchor, threshold=self.threshold,
+            current_fingerprint=lambda n: prefix_fingerprint(
+                system=session.system_prompt, tools=tools, messages=live[:n]))
 
     @cached_property
     def breaker(self):
@@ -268,6 +284,7 @@ def _observe(ctx: TurnContext, request: ModelRequest, response: ModelResponse) -
     billed = response.usage.prompt_tokens if response.usage else None
     calibrator = ctx.pipeline.calibrator
     calibrator.after_response(billed)
+    ctx.pipeline.note_billed(billed)
     ctx.breaker.on_response(billed, ctx.threshold)
     breaker_save(ctx.session, ctx.breaker)
     toolbox.cache_health_record(ctx, response.usage)
@@ -288,6 +305,12 @@ def _recover(ctx: TurnContext, sink: DbSink, history: list[AgentMessage],
     shape = bool(getattr(classified, "history_shape", False)) or is_history_shape_error(str(exc))
     if not (overflow or shape):
         return None
+    if overflow and ctx.pipeline.note_overflow(str(exc)):
+        # Output budget too big for what is left: resend sized by the provider's own count
+        # before paying for a compaction.
+        compacted = session_compact(ctx=ctx, sink=sink, history=history, forced=True,
+                                    reason="overflow")
+        return compacted if compacted is not None else history
     return session_compact(ctx=ctx, sink=sink, history=history, forced=True,
                            reason="overflow" if overflow else "history_shape")
 

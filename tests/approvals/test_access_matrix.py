@@ -258,6 +258,10 @@ def test_websocket_matrix(people, world, settings):
     Origin is refused before authentication."""
     from channels.testing import WebsocketCommunicator
 
+    # Importing the ASGI module starts the embedded worker and simulator when the broker is
+    # in-memory (hermes_web/embedded.py); this test wants only the routing stack.
+    settings.CELERY_BROKER_URL = "redis://127.0.0.1:1/0"
+    settings.HERMES = {**settings.HERMES, "SIMULATOR_EMBEDDED": False}
     from hermes_web.asgi import application
 
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}

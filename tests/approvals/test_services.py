@@ -343,3 +343,28 @@ def test_gate_state_carries_team_deny_rules_and_nothing_of_other_users(people, s
     assert state.deny_rules == ("sudo *", "curl * | sh")
     assert state.always_rules == () and state.bypass is False
     assert state.approved_call_ids == frozenset() and dict(state.denied_call_ids) == {}
+
+
+def test_bypass_cannot_be_switched_on_from_the_environment_later(people, session_a, ask,
+                                                                 monkeypatch):
+    """B32 (a): an agent shell exporting a yolo variable changes nothing; only the audited
+    service writes the session's bypass."""
+    session, turn = session_a
+    for name in ("HERMES_YOLO", "HERMES_YOLO_MODE", "APP_YOLO"):
+        monkeypatch.setenv(name, "1")
+    assert gate_state(session=session, turn=turn).bypass is False
+    row = ask(session, turn, command="rm -rf ./build /tmp/x")
+    assert row.state == "pending"
+    assert not AuditEntry.objects.filter(action="session.bypass").exists()
+
+
+def test_the_beat_task_expires_overdue_requests(session_a, ask):
+    from approvals.tasks import approval_expire_task
+
+    session, turn = session_a
+    row = ask(session, turn)
+    ApprovalRequest.objects.filter(pk=row.pk).update(
+        expires_at=timezone.now() - timedelta(seconds=1))
+    assert approval_expire_task.name == "approvals.expire_task"
+    assert approval_expire_task.apply().get() == 1
+    assert ApprovalRequest.objects.get(pk=row.pk).state == "expired"

@@ -1,0 +1,136 @@
+"""Context management on the real database and the simulator: compaction as a flag flip,
+the breaker on the row, prune with its re-arm level, rewind, recall."""
+
+from __future__ import annotations
+
+import pytest
+
+from agents.simulator.script import Reply, Script, ToolCallSpec
+from sessions.context import breaker_load
+from sessions.models import Message, RunEvent, Session, Turn
+from sessions.search import message_search, session_search_for_tool
+from sessions.services import session_create, session_rewind, turn_start, workspace_path
+from sessions.tasks import turn_run_task
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+WINDOW = 20_000  # tokens: threshold 15,000 (75% under 512K), tail 4,000 (20% cap)
+
+
+def reader_policy(request):
+    """Each user turn reads big.txt once, then answers; summary requests get a summary."""
+    if not request.tool_names:
+        return Reply(text="Earlier the user asked to read big.txt several times; it holds "
+                          "filler lines about topic zebra.")
+    if request.tool_results:
+        return Reply(text=f"Read it (iteration {request.iteration}).")
+    return Reply(text="Reading.", tool_calls=(
+        ToolCallSpec(name="read_file", input={"path": "big.txt"}),))
+
+
+@pytest.fixture
+def small_window(make_user, hermes_settings, simulator):
+    hermes_settings.HERMES = {**hermes_settings.HERMES, "CONTEXT_WINDOW": WINDOW,
+                              "RETRY_BASE_DELAY": 0.01, "BACKEND": "local"}
+    simulator.state.configure(context_window=WINDOW)
+    simulator.state.script = Script(reader_policy)
+    user = make_user("carol")
+    session = session_create(user=user)
+    lines = [f"line {i}: filler text about topic zebra number {i} " * 2 for i in range(160)]
+    (workspace_path(session) / "big.txt").write_text("\n".join(lines))  # ~3,000 tokens
+    return user, session
+
+
+def chat(user, session, text):
+    turn_start(session=session, user=user, text=text)
+    turn_run_task.apply(args=[session.pk])
+    return Turn.objects.filter(session=session).order_by("-id").first()
+
+
+def test_compaction_flips_flags_keeps_the_id_and_the_session_goes_on(small_window, simulator):
+    user, session = small_window
+    for n in range(8):
+        assert chat(user, session, f"please read big.txt, round {n}").status == "completed"
+    events = list(RunEvent.objects.filter(session=session, type="compaction"))
+    assert events, "a 20K window must compact within 8 reads of a 3K-token file"
+    first = events[0].payload
+    assert first["tokens_after"] < first["tokens_before"]
+    archived = Message.objects.filter(session=session, active=False, compacted=True)
+    assert archived.count() >= first["messages_archived"]
+    live = list(Message.objects.filter(session=session, active=True).order_by("id"))
+    summaries = [m for m in live if m.kind == "summary"]
+    assert len(summaries) == 1 and "topic zebra" in summaries[0].content
+    # Nothing deleted, same session id, and every request passed the simulator's validator.
+    assert Message.objects.filter(session=session).count() > len(live)
+    assert all(r.status == 200 for r in simulator.state.requests)
+    session.refresh_from_db()
+    assert session.compaction_count == len(events)
+    # Summarised-away rows stay findable by recall; the model no longer sees them.
+    hits = message_search(user=user, query="round 0")
+    assert hits and not hits[-1].active
+
+
+def test_manual_compact_command_runs_without_a_model_turn(small_window):
+    user, session = small_window
+    for n in range(3):
+        chat(user, session, f"please read big.txt, round {n}")
+    turn = chat(user, session, "/compact")
+    assert turn.status == "completed"
+    assert RunEvent.objects.filter(session=session, type="compaction",
+                                   payload__reason="manual").exists()
+    assert not Message.objects.filter(session=session, content="/compact").exists()
+
+
+def test_breaker_state_lives_on_the_row_and_survives_a_new_worker(small_window):
+    user, session = small_window
+    from django.conf import settings
+
+    home = settings.HERMES["HOME"]
+    home.mkdir(parents=True, exist_ok=True)
+    # An identity so large that the floor alone sits over the threshold: incompressible.
+    (home / "SOUL.md").write_text("You are a careful agent. " * 1_900)
+    session = session_create(user=user)
+    (workspace_path(session) / "big.txt").write_text("zebra filler line\n" * 100)
+    for n in range(10):
+        chat(user, session, f"please read big.txt, round {n}")
+    session.refresh_from_db()
+    breaker = breaker_load(session)  # what any worker binding to the session rehydrates
+    assert breaker.ineffective_count >= 2
+    assert session.compaction_ineffective_count == breaker.ineffective_count
+    assert not breaker.may_compact().allowed
+    automatic = RunEvent.objects.filter(session=session, type="compaction",
+                                        payload__reason="threshold")
+    before = automatic.count()
+    assert chat(user, session, "please read big.txt once more").status == "completed"
+    # Tripped: no more automatic compactions (only the provider-overflow backstop may run).
+    assert automatic.count() == before
+
+
+def test_rewind_hides_the_last_exchange_from_model_and_search(small_window):
+    user, session = small_window
+    chat(user, session, "please read big.txt about quokka")
+    chat(user, session, "please read big.txt about wombat")
+    assert session_rewind(session=session) == 4
+    live = Message.objects.filter(session=session, active=True)
+    assert not live.filter(content__contains="wombat").exists()
+    assert live.filter(content__contains="quokka").exists()
+    assert message_search(user=user, query="wombat") == []
+    assert message_search(user=user, query="quokka")
+
+
+def test_session_search_tool_dedupes_by_lineage_and_returns_a_window(small_window):
+    user, session = small_window
+    chat(user, session, "please read big.txt about narwhal")
+    chat(user, session, "please read big.txt about narwhal again")
+    hits = session_search_for_tool(session=session, query="narwhal")
+    assert len(hits) == 1 and hits[0]["current_session"]
+    assert hits[0]["window"] and "«" in hits[0]["snippet"] or "narwhal" in hits[0]["snippet"]
+    assert session_search_for_tool(session=session, query='" OR 1=1 -- NEAR(') == []
+
+
+def test_search_is_scoped_to_the_owner(small_window, make_user):
+    user, session = small_window
+    chat(user, session, "please read big.txt about axolotl")
+    other = make_user("mallory")
+    assert message_search(user=other, query="axolotl") == []
+    assert message_search(user=user, query="axolotl")
