@@ -26,7 +26,7 @@ run: demo-user
 	@echo ""
 	@echo "  Hermes Web is starting at http://$(HOST):$(PORT)/  (embedded mode, simulated model)"
 	@echo ""
-	$(PY) -m daphne -b $(HOST) -p $(PORT) hermes_web.asgi:application
+	$(PY) -m daphne -b $(HOST) -p $(PORT) hermes_web.embedded:application
 
 ## make up: services mode (needs DATABASE_URL and REDIS_URL): web, worker, beat, simulator
 up: migrate

@@ -56,6 +56,10 @@ class Message:
     - ``tool_calls``: for assistant messages.
     - ``tool_call_id`` / ``tool_name`` / ``is_error``: for tool results.
     - ``reasoning``: display only; never replayed to a provider.
+    - ``stable_prefix_len``: for machine-built messages (skill invocations, scheduled
+      prompts), the chars of ``wire_text`` that are static scaffold, declared by the builder
+      (seed, "When only the builder knows where the prefix ends"); stored, so the split
+      survives restarts. ``None`` for ordinary messages.
     - ``id``: the database row id once stored (the only ordering), else ``None``.
     """
 
@@ -67,6 +71,7 @@ class Message:
     tool_name: str | None = None
     is_error: bool = False
     reasoning: str | None = None
+    stable_prefix_len: int | None = None
     id: int | None = None
 
     @property
@@ -91,6 +96,8 @@ class Message:
             data["is_error"] = True
         if self.reasoning:
             data["reasoning"] = self.reasoning
+        if self.stable_prefix_len is not None:
+            data["stable_prefix_len"] = self.stable_prefix_len
         if self.id is not None:
             data["id"] = self.id
         return data
@@ -106,6 +113,7 @@ class Message:
             tool_name=data.get("tool_name"),
             is_error=bool(data.get("is_error", False)),
             reasoning=data.get("reasoning"),
+            stable_prefix_len=data.get("stable_prefix_len"),
             id=data.get("id"),
         )
 

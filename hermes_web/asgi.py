@@ -1,7 +1,8 @@
 """ASGI entry point: http → Django; websocket → origin check → session auth → URL router.
 
-In embedded mode the first import also starts the in-process Celery worker threads and the
-provider simulator (hermes_web/embedded.py), so `make run` is one process.
+This module starts nothing: services mode runs separate workers. Embedded mode (`make run`)
+serves ``hermes_web.embedded:application``, which wraps this one and starts the in-process
+worker and simulator, so importing this module (tests, tooling) never spawns a worker.
 """
 
 import os
@@ -16,10 +17,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-from hermes_web import embedded  # noqa: E402
 from sessions.routing import websocket_urlpatterns  # noqa: E402
-
-embedded.start_if_configured()
 
 application = ProtocolTypeRouter({
     "http": django_asgi_app,

@@ -1,6 +1,9 @@
 """Embedded mode: the Celery worker (threads) and the provider simulator inside the web
 process, so `make run` needs no Redis, no separate worker and no API key (DESIGN.md §1).
 
+Serve ``hermes_web.embedded:application``: the ASGI application of hermes_web/asgi.py, with
+the worker and simulator started when this module is imported (once per process).
+
 Celery's in-memory broker only reaches consumers in the same process, which is exactly what
 this mode wants. The worker is Celery's own (celery.contrib.testing.worker runs a real
 WorkController in a thread without installing signal handlers, which only the main thread
@@ -60,3 +63,13 @@ def start_worker() -> None:
     worker.ensure_started()
     _handles["worker"] = worker
     log.warning("embedded Celery worker started (%s threads)", settings.EMBEDDED_WORKER_THREADS)
+
+
+def _application():
+    from hermes_web.asgi import application as asgi_application
+
+    start_if_configured()
+    return asgi_application
+
+
+application = _application()

@@ -95,6 +95,9 @@ class Message(models.Model):
     tool_name = models.CharField(max_length=200, blank=True, default="")
     is_error = models.BooleanField(default=False)
     reasoning = models.TextField(blank=True, default="")
+    stable_prefix_chars = models.IntegerField(
+        null=True, blank=True, help_text="Chars of the sent text that are static scaffold "
+        "(declared by the builder; the cache planner splits there).")
     kind = models.CharField(max_length=20, blank=True, default="",
                             help_text="'summary' for compaction summaries, 'skill' for skill "
                                       "invocations, '' otherwise.")

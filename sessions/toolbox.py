@@ -21,7 +21,8 @@ from agents.policy import Decision, PolicyContext, bypass_frozen, decide
 from agents.tools import ToolContext
 from agents.tools.registry import ToolRegistry, default_registry
 from agents.tools.skills import (SkillsListTool, SkillViewTool, build_skill_invocation,
-                                 load_skills, parse_skill_command, skill_dirs, skills_index)
+                                 load_skills, parse_skill_command, skill_dirs, skill_scaffold,
+                                 skills_index)
 from sessions.models import Session, Turn
 
 
@@ -173,7 +174,8 @@ def user_message_for(session: Session, turn: Turn, workspace: Path) -> AgentMess
         if parsed is not None:
             skill, args = parsed
             return AgentMessage(role="user", content=text,
-                                sent_content=build_skill_invocation(skill, args))
+                                sent_content=build_skill_invocation(skill, args),
+                                stable_prefix_len=len(skill_scaffold(skill)))
     return AgentMessage(role="user", content=text)
 
 

@@ -24,7 +24,8 @@ def message_to_agent(row: Message) -> AgentMessage:
         role=row.role, content=row.content, sent_content=row.sent_content,
         tool_calls=tuple(ToolCall.from_dict(c) for c in row.tool_calls or ()),
         tool_call_id=row.tool_call_id or None, tool_name=row.tool_name or None,
-        is_error=row.is_error, reasoning=row.reasoning or None, id=row.id,
+        is_error=row.is_error, reasoning=row.reasoning or None,
+        stable_prefix_len=row.stable_prefix_chars, id=row.id,
     )
 
 
@@ -53,6 +54,7 @@ def _insert(*, session: Session, message: AgentMessage, kind: str = "") -> Messa
         tool_calls=[c.to_dict() for c in message.tool_calls],
         tool_call_id=message.tool_call_id or "", tool_name=message.tool_name or "",
         is_error=message.is_error, reasoning=message.reasoning or "", kind=kind,
+        stable_prefix_chars=message.stable_prefix_len,
     )
     Session.objects.filter(pk=session.pk).update(message_count=F("message_count") + 1,
                                                  last_activity_at=timezone.now())

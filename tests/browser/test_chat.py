@@ -68,7 +68,7 @@ def server(tmp_path_factory):
     password = (data / "demo_password").read_text().strip()
     log = open(data / "server.log", "wb")
     process = subprocess.Popen([python, "-m", "daphne", "-b", "127.0.0.1", "-p", str(web_port),
-                                "hermes_web.asgi:application"], cwd=ROOT, env=env,
+                                "hermes_web.embedded:application"], cwd=ROOT, env=env,
                                stdout=log, stderr=subprocess.STDOUT)
     try:
         wait_for_port(web_port, process)
