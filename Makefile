@@ -34,8 +34,13 @@ up: migrate
 	.venv/bin/honcho start
 
 ## make test: the whole suite (pytest). CI sets DATABASE_URL and REDIS_URL for PostgreSQL/Redis.
+## Without REDIS_URL the services-mode tests are deselected; without Debian's chromium the
+## real-browser tests are (both said out loud; .ci/run provides both).
+TEST_MARKS := $(strip $(if $(REDIS_URL),,not services) $(if $(wildcard /usr/bin/chromium),,$(if $(REDIS_URL),,and) not browser))
 test: install
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	@$(if $(REDIS_URL),,echo "make test: REDIS_URL unset: services-mode tests deselected")
+	@$(if $(wildcard /usr/bin/chromium),,echo "make test: /usr/bin/chromium missing (apt-get install chromium): browser tests deselected")
+	$(PY) -m pytest -q $(if $(TEST_MARKS),-m "$(TEST_MARKS)") $(PYTEST_ARGS)
 
 ## the fast part (no browser), used by CI for the embedded (SQLite) run
 test-fast: install

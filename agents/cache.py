@@ -120,15 +120,18 @@ def plan_breakpoints(request: ModelRequest, *, profile_caps: ProfileCaps,
     prompt, then the last two cacheable messages; with no stable split, the system prompt plus
     the last three. At most ``min(4, profile_caps.max_breakpoints)``: when the route allows
     fewer, the rolling pair is kept first (it is what reads within a burst), then the system
-    end, then the stable end. A message breakpoint gets ``split_at`` from the stable-prefix
-    registry when it is the newest message (see the comment in the body). TTLs are clamped
-    by ``effective_ttl`` and then made non-increasing along
+    end, then the stable end. A breakpoint on a message with a stable prefix (see
+    ``resolve_stable_prefixes``) gets ``split_at`` there, so its marker sits on the scaffold
+    block. TTLs are clamped by ``effective_ttl`` and then made non-increasing along
     system -> messages (an earlier marker takes the longest TTL of any later one). A route
-    without caching gets no breakpoints. Messages are frozen and shared, never copied or marked.
+    without caching gets no breakpoints (and its messages are left as they are). Messages
+    are frozen and never marked; ``messages`` of the result is the input tuple itself unless
+    a registry lookup resolved a split (then those messages are copies carrying it).
     """
     budget = min(MAX_BREAKPOINTS, profile_caps.max_breakpoints)
     if not profile_caps.supports_caching or budget <= 0:
         return replace(request, breakpoints=())
+    request = replace(request, messages=resolve_stable_prefixes(request.messages))
     system = request.system
     stable_len = request.stable_len
     split = (stable_len is not None and 0 < stable_len < len(system)
@@ -150,16 +153,47 @@ def plan_breakpoints(request: ModelRequest, *, profile_caps: ProfileCaps,
     planned: list[Breakpoint] = []
     for target, index in chosen:
         if target == "message":
-            # Split only the newest message: the transport renders a message as two blocks
-            # only while it carries the marker, so a split on an older message would change
-            # its block layout on the next request and miss the cache from there on.
-            newest = index == len(request.messages) - 1
-            split_at = find_stable_prefix(request.messages[index].wire_text) if newest else None
+            # The transport renders a message with a stable prefix as [scaffold, tail] on
+            # every request, marked or not, so marking the scaffold never moves a block.
             planned.append(Breakpoint(target="message", index=index, ttl=message_ttl,
-                                      split_at=split_at))
+                                      split_at=message_split(request.messages[index])))
         else:
             planned.append(Breakpoint(target=target, ttl=prompt_ttl))  # type: ignore[arg-type]
     return replace(request, breakpoints=_monotonic_ttls(planned))
+
+
+def message_split(message: Message) -> int | None:
+    """Where ``message``'s wire text splits into [scaffold, tail]: its ``stable_prefix_len``
+    when that leaves two non-blank parts of a user message (the API rejects blank blocks;
+    tool results and assistant messages are never split), else None. Transports render the
+    split the same way on every request (agents/transports/anthropic_messages.py)."""
+    split = message.stable_prefix_len
+    text = message.wire_text
+    if message.role != "user" or split is None or not 0 < split < len(text):
+        return None
+    return split if text[:split].strip() and text[split:].strip() else None
+
+
+def resolve_stable_prefixes(messages: tuple[Message, ...]) -> tuple[Message, ...]:
+    """``messages`` with ``stable_prefix_len`` filled in from the process registry for user
+    messages built without it (seed, "When only the builder knows where the prefix ends").
+
+    The stored value comes first: it survives restarts and registry eviction. A registry hit
+    is applied to EVERY user message, not only the newest or a marked one, so a message's
+    block layout does not depend on where this request's markers fall. Returns the same
+    tuple object when nothing changed; changed messages are copies (stored rows untouched).
+    """
+    resolved: list[Message] | None = None
+    for i, message in enumerate(messages):
+        if message.role != "user" or message.stable_prefix_len is not None:
+            continue
+        found = find_stable_prefix(message.wire_text)
+        if found is None:
+            continue
+        if resolved is None:
+            resolved = list(messages)
+        resolved[i] = replace(message, stable_prefix_len=found)
+    return messages if resolved is None else tuple(resolved)
 
 
 def _monotonic_ttls(breakpoints: list[Breakpoint]) -> tuple[Breakpoint, ...]:

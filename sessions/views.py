@@ -11,15 +11,17 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.db.models import Q
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.utils.html import escape
+from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import reswap, retarget
 
 from sessions.events import event_to_dict
 from sessions.forms import MessageForm, RenameForm, SearchForm
-from sessions.models import Message, Session
+from sessions.models import Session
+from sessions.search import message_search
 from sessions.rendering import event_frame, transcript_context
 from sessions.selectors import (event_list_after, session_get, session_list, session_list_team,
                                 session_visible_q)
@@ -169,14 +171,19 @@ def event_list_view(request: HttpRequest, session_id: int) -> JsonResponse:
 @login_required
 @require_GET
 def search_view(request: HttpRequest) -> HttpResponse:
-    """Titles and message content of every session the user may read (plain icontains;
-    rewound messages are excluded, summarised-away ones included, DESIGN.md §3)."""
+    """Titles of every session the user may read, and full-text recall over the messages of
+    their own sessions (sessions/search.py: rewound messages excluded, summarised-away ones
+    included, DESIGN.md §3; the query is never passed as search syntax)."""
     q = SearchForm(request.GET).query()
-    sessions, hits = Session.objects.none(), Message.objects.none()
+    sessions, hits = Session.objects.none(), []
     if q:
         visible = Session.objects.filter(session_visible_q(user=request.user))
         sessions = visible.filter(title__icontains=q).order_by("-last_activity_at")[:SEARCH_LIMIT]
-        hits = (Message.objects.filter(session__in=visible, content__icontains=q)
-                .filter(Q(active=True) | Q(compacted=True)).select_related("session")
-                .order_by("-id")[:SEARCH_LIMIT])
+        hits = [{"hit": hit, "snippet_html": snippet_html(hit.snippet)}
+                for hit in message_search(user=request.user, query=q, limit=SEARCH_LIMIT)]
     return render(request, "sessions/search.html", {"q": q, "sessions": sessions, "hits": hits})
+
+
+def snippet_html(snippet: str) -> str:
+    """A search snippet with its «marks» as <mark> elements; everything else escaped."""
+    return mark_safe(escape(snippet).replace("«", "<mark>").replace("»", "</mark>"))

@@ -46,10 +46,26 @@ def tool_input(call: ToolCall) -> dict[str, Any]:
         return {"_invalid_arguments": call.arguments}
 
 
+def _split(message: Message, mark: Breakpoint | None) -> int | None:
+    """The char offset where a user message splits into [scaffold, tail]: its
+    ``stable_prefix_len`` (stored, so the same on every request), else the planner's
+    ``split_at``; None when either part would be blank (the API rejects blank blocks)."""
+    split = message.stable_prefix_len
+    if split is None and mark is not None:
+        split = mark.split_at
+    text = message.wire_text
+    if split is None or not 0 < split < len(text):
+        return None
+    return split if text[:split].strip() and text[split:].strip() else None
+
+
 def _message_blocks(message: Message, mark: Breakpoint | None) -> list[dict[str, Any]]:
-    """Content blocks for one stored message; ``mark`` goes on the last block (or, with
-    ``split_at``, the text splits in two and the first part carries it; no split when a
-    part would be blank, which the API rejects)."""
+    """Content blocks for one stored message; ``mark`` goes on the last block.
+
+    A user message with a stable prefix is ALWAYS two text blocks [scaffold, tail], marked
+    or not, so its block layout never changes between requests (a marker that moves off it
+    must not change the bytes the cache hashed); the marker goes on the scaffold when the
+    planner set ``split_at``, else on the tail."""
     text = message.wire_text
     blocks: list[dict[str, Any]]
     if message.role == "tool":
@@ -64,11 +80,13 @@ def _message_blocks(message: Message, mark: Breakpoint | None) -> list[dict[str,
                    for c in message.tool_calls]
         blocks = blocks or [{"type": "text", "text": EMPTY_TEXT}]
     else:
-        split = mark.split_at if mark is not None else None
-        if split is not None and text[:split].strip() and text[split:].strip():
+        split = _split(message, mark)
+        if split is not None:
             blocks = [{"type": "text", "text": text[:split]},
                       {"type": "text", "text": text[split:]}]
-            blocks[0]["cache_control"] = cache_control(mark.ttl)  # type: ignore[union-attr]
+            if mark is not None:
+                blocks[0 if mark.split_at is not None else 1]["cache_control"] = \
+                    cache_control(mark.ttl)
             return blocks
         blocks = [{"type": "text", "text": text if text.strip() else EMPTY_TEXT}]
     if mark is not None:

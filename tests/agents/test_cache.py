@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from agents.cache import (
     REGISTRY, CacheHealth, CacheSettings, StablePrefixRegistry, breakpoint_limit_from_error,
-    cacheable_indexes, plan_breakpoints, register_stable_prefix, tool_run_ends,
+    cacheable_indexes, message_split, plan_breakpoints, register_stable_prefix,
+    tool_run_ends,
     ttl_order_holds, with_max_breakpoints,
 )
 from agents.messages import Message, ModelRequest, ToolCall, Usage
@@ -321,13 +322,82 @@ def test_cache_health_read_resets_and_non_caching_routes_are_ignored():
     assert health.observe(None, caching=True) is None and health.streak == 0
 
 
-def test_split_at_only_on_the_newest_message():
-    scaffold = "<skill name=\"newest-only\">\nbody\n</skill>\n\n"
+def test_split_applies_to_every_message_with_a_prefix_not_only_the_newest():
+    """The registry split is resolved onto a copy of every user message it matches, and a
+    marked one gets ``split_at``; the input messages are untouched."""
+    scaffold = "<skill name=\"every-message\">\nbody\n</skill>\n\n"
     register_stable_prefix(scaffold)
     history = (user(scaffold + "Arguments: x"), *tool_group(1, 900))
     request = ModelRequest(model="m", system="s", messages=history)
-    bps = plan_breakpoints(request, profile_caps=NATIVE).breakpoints
-    assert [(b.index, b.split_at) for b in bps if b.target == "message"] == [(0, None), (2, None)]
+    planned = plan_breakpoints(request, profile_caps=NATIVE)
+    assert [(b.index, b.split_at) for b in planned.breakpoints if b.target == "message"] == [
+        (0, len(scaffold)), (2, None)]
+    assert planned.messages[0].stable_prefix_len == len(scaffold)
+    assert history[0].stable_prefix_len is None and planned.messages[1:] == history[1:]
+
+
+def test_stored_stable_prefix_wins_over_the_registry_and_needs_no_registration():
+    """A message built with ``stable_prefix_len`` (stored in the DB) splits there even in a
+    fresh process whose registry never saw the scaffold."""
+    text = "UNREGISTERED SCAFFOLD, stored length only.\n\nArguments: 7"
+    stored = Message(role="user", content="/x 7", sent_content=text, stable_prefix_len=44)
+    planned = plan_breakpoints(ModelRequest(model="m", system="s", messages=(stored,)),
+                               profile_caps=NATIVE)
+    assert planned.messages[0] is stored
+    assert [b.split_at for b in planned.breakpoints if b.target == "message"] == [44]
+    blank_tail = Message(role="user", content="SCAFFOLD   ", stable_prefix_len=8)
+    assert message_split(blank_tail) is None
+    assert message_split(Message(role="tool", content="SCAFFOLD tail", stable_prefix_len=8)) \
+        is None
+
+
+def _skill_turn(first: Message, iterations: int) -> list[list[Message]]:
+    """The histories of a turn that opens with ``first`` and runs ``iterations`` tool
+    iterations of one or two calls each, then a follow-up turn."""
+    history = [first]
+    out = []
+    for k in range(iterations):
+        out.append(list(history))
+        history += tool_group(1 + k % 2, 500 + 10 * k, "")
+    history += [Message(role="assistant", content="Deployed."), user("thanks, now check it")]
+    out.append(list(history))
+    return out
+
+
+def _without_markers(blocks: list[dict]) -> list[dict]:
+    return [{k: v for k, v in b.items() if k != "cache_control"} for b in blocks]
+
+
+def test_skill_message_keeps_its_two_blocks_after_the_marker_moves_off_and_cache_hits():
+    """Wire level: a skill invocation carries a marker on its scaffold block while it is
+    among the last carriers and none later, and its blocks are byte-identical throughout;
+    the simulator's prompt cache reads every request after the first, and each read covers
+    at least the previous request's whole prefix up to its last marker."""
+    from agents.simulator.cache import PromptCache, SimClock
+
+    scaffold = ("<skill name=\"deploy-wire\">\n" + "Step: check the release notes.\n" * 120
+                + "</skill>\n\n")
+    first = Message(role="user", content="/deploy-wire v2",
+                    sent_content=scaffold + "Arguments: v2", stable_prefix_len=len(scaffold))
+    transport = AnthropicTransport(PROFILES["anthropic"], api_key=None)
+    cache = PromptCache(SimClock())
+    layouts, marked, previous_last = [], [], 0
+    for n, history in enumerate(_skill_turn(first, 7)):
+        request = ModelRequest(model="m", system=SYSTEM * 40, messages=tuple(history),
+                               stable_len=STABLE_LEN)
+        payload = transport.build_payload(plan_breakpoints(request, profile_caps=NATIVE))
+        content = payload["messages"][0]["content"]
+        layouts.append(_without_markers(content))
+        marked.append(["cache_control" in b for b in content])
+        blocks = anthropic_blocks(payload)
+        outcome = cache.process(blocks, namespace="m")
+        if n:
+            assert outcome.cache_read_input_tokens >= previous_last > 0
+        marks = [i for i, b in enumerate(blocks) if b.ttl is not None]
+        previous_last = sum(b.tokens for b in blocks[:marks[-1] + 1])
+    assert all(layout == layouts[0] for layout in layouts)
+    assert [b["text"] for b in layouts[0]] == [scaffold, "Arguments: v2"]
+    assert marked[0] == [True, False] and marked[-1] == [False, False]
 
 
 def _readable_prefix_keys(payload: dict) -> tuple[set[bytes], int]:

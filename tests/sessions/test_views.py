@@ -173,8 +173,9 @@ def test_global_search_finds_titles_and_visible_message_content_only(login, alic
     other = session_create(user=bob, title="zebra of bob")
     Message.objects.create(session=other, role="user", content="bob's zebra")
     response = login(alice).get(reverse("search"), {"q": "zebra"})
-    assert b"the zebra is striped" in response.content
-    assert b"zebra summary" in response.content
+    assert response.status_code == 200
+    assert b"<mark>zebra</mark> is striped" in response.content
+    assert b"<mark>zebra</mark> summary" in response.content
     assert b"rewound away" not in response.content
     assert b"bob" not in response.content
 
