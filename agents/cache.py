@@ -52,10 +52,15 @@ class CacheSettings:
     """The configured cache lifetime (hermes-facts §3, ``prompt_caching.cache_ttl``)."""
 
     ttl: TTL = "5m"
-    """TTL for the rolling message breakpoints; also the prompt's unless ``prompt_ttl``."""
-    prompt_ttl: TTL | None = None
-    """Optional TTL for the two system-prompt breakpoints. "1h" with ``ttl="5m"`` keeps the
-    prompt warm across a lunch break while rolling writes stay at the cheaper 5m rate."""
+    """TTL for the rolling message breakpoints."""
+    prompt_ttl: TTL | None = "1h"
+    """TTL for the two system-prompt breakpoints; None means the same as ``ttl``. The
+    default is 1h (clamped to 5m on routes without the 1h tier), like hermes' "auto" for
+    human-paced sessions: the prompt is written once per session (the stable tier once per
+    deployment, as every session shares it) and reused after every idle gap, so paying 2x
+    instead of 1.25x for that one write is repaid by the first reuse after a gap of more
+    than 5 minutes, while the rolling message writes stay at the cheaper 5m rate
+    (benchmarks/bench_cache.py, "default" layout vs "all 5m")."""
 
 
 def effective_ttl(requested: TTL, caps: ProfileCaps) -> TTL:

@@ -30,8 +30,12 @@ from typing import Any, Callable
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agents.cache import CacheSettings, plan_breakpoints  # noqa: E402
+from agents.compaction import (Skip, build_summary_request, compacted_transcript,  # noqa: E402
+                               plan_compaction)
 from agents.messages import Breakpoint, Message, ModelRequest, ToolCall, tool_result  # noqa: E402
 from agents.prompt import build_system_prompt  # noqa: E402
+from agents.prune import plan_prune  # noqa: E402
+from agents.tokens import estimate_message_tokens, estimate_text_tokens  # noqa: E402
 from agents.providers import PROFILES  # noqa: E402
 from agents.simulator.cache import CacheBlock, PromptCache, SimClock  # noqa: E402
 from agents.simulator.prefix import anthropic_blocks  # noqa: E402
@@ -285,13 +289,105 @@ def _digest(data: bytes) -> bytes:
 
 
 # ---------------------------------------------------------------------------------------------
+# Reductions on a cold resume (issue 4 item 7)
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SideCall:
+    """A model call a reduction makes on its own (the summariser): uncached input tokens and
+    output tokens, billed at the plain rates."""
+
+    input: int
+    output: int
+
+
+Reducer = Callable[[tuple[Message, ...]], tuple[tuple[Message, ...], SideCall | None]]
+
+
+def reduce_on_resume(steps: list[Step], *, ttl_s: float,
+                     reduce: Reducer) -> tuple[list[Step], list[SideCall], int]:
+    """``steps`` with ``reduce`` applied before the first request after every idle gap longer
+    than ``ttl_s`` (seconds): the cache has expired, so a rewrite of the history costs no cache
+    read that would otherwise have happened. Later steps carry the reduced history plus what
+    the session appended since (the scripted histories only ever extend). Returns the new
+    steps, the side calls made, and how many resumes were cold."""
+    out: list[Step] = []
+    calls: list[SideCall] = []
+    kept: tuple[Message, ...] = ()
+    replaced = 0  # length of the original prefix that ``kept`` stands for
+    previous: float | None = None
+    cold = 0
+    for step in steps:
+        history = step.history
+        if previous is not None and step.at - previous > ttl_s:
+            cold += 1
+            kept, call = reduce(kept + history[replaced:])
+            replaced = len(history)
+            if call is not None:
+                calls.append(call)
+        out.append(Step(at=step.at, burst=step.burst, history=kept + history[replaced:],
+                        reply=step.reply))
+        previous = step.at
+    return out, calls, cold
+
+
+def cold_prune(history: tuple[Message, ...]) -> tuple[tuple[Message, ...], None]:
+    """The runner's cold-resume prune (sessions/context.py session_prune with cold=True)."""
+    plan = plan_prune(history, estimate=estimate_message_tokens, trigger_tokens=0,
+                      rearm_level=0, cold=True)
+    return (history if plan is None else plan.messages), None
+
+
+def idle_compaction(transport: AnthropicTransport) -> Reducer:
+    """Batch compaction on resume (hermes' idle compaction): the summariser's request is
+    rendered by the real transport and billed as uncached input; its answer is a fixed
+    summary of the middle's tool calls (deterministic, about 300 tokens)."""
+    state = {"first": True}
+
+    def reduce(history: tuple[Message, ...]) -> tuple[tuple[Message, ...], SideCall | None]:
+        plan = plan_compaction(history, window=PROFILES["anthropic"].context_window,
+                               estimate=estimate_message_tokens,
+                               first_compaction=state["first"])
+        if isinstance(plan, Skip):
+            return history, None
+        state["first"] = False
+        request = build_summary_request(plan, model=MODEL,
+                                        window=PROFILES["anthropic"].context_window,
+                                        model_max_output=PROFILES["anthropic"].max_output_tokens,
+                                        estimate_text=estimate_text_tokens)
+        sent = sum(b.tokens for b in anthropic_blocks(transport.build_payload(request)))
+        calls = [c for m in plan.middle for c in m.tool_calls]
+        touched = sorted({c.arguments for c in calls})
+        summary = (f"Earlier work: {len(calls)} tool calls over {len(touched)} files "
+                   f"({', '.join(touched[:25])}). Findings were reviewed and patches applied "
+                   "where the user asked; nothing is pending.")
+        return (tuple(compacted_transcript(plan, summary)),
+                SideCall(input=sent, output=count_tokens(summary)))
+
+    return reduce
+
+
+def add_side_calls(bill: Bill, calls: list[SideCall]) -> Bill:
+    for call in calls:
+        bill.add(input=call.input, read=0, write_5m=0, write_1h=0, output=call.output)
+    return bill
+
+
+# ---------------------------------------------------------------------------------------------
 # Main
 # ---------------------------------------------------------------------------------------------
 
-def build_requests(tmp: Path) -> tuple[list[Step], list[dict[str, Any]],
-                                       list[dict[str, Any]], list[dict[str, Any]], list[int]]:
-    """The scripted steps and, per step, the wire payloads under the planner with ``SETTINGS``,
-    the planner with the default settings (5m), the naive marking, and the output tokens."""
+LAYOUTS: tuple[tuple[str, CacheSettings], ...] = (
+    ("default: 5m, prompt 1h", CacheSettings()),
+    ("all 5m", CacheSettings(ttl="5m", prompt_ttl="5m")),
+    ("all 1h", CacheSettings(ttl="1h")),
+)
+"""Planner layouts billed: the default (rolling message breakpoints 5m, the two system
+breakpoints 1h), everything at 5m (the old default), everything at 1h (``SETTINGS``)."""
+
+
+def session_inputs(tmp: Path) -> tuple[list[Step], str, int | None, tuple]:
+    """The scripted steps, the system prompt text and stable length, and the tool specs."""
     skill = Skill(name="deploy", description="Ship the app to an environment",
                   body=_code(random.Random(7), 60), path=tmp / "deploy" / "SKILL.md")
     steps = script_session(skill)
@@ -303,23 +399,58 @@ def build_requests(tmp: Path) -> tuple[list[Step], list[dict[str, Any]],
         skills_index="# Skills\n\n- deploy: Ship the app to an environment",
         memory="The user prefers small, reviewed patches.", user_profile="Name: Ada",
         session_id="bench-1", started_at=date(2025, 3, 7))
+    return steps, prompt.text, prompt.stable_len, tools
+
+
+def planner_payloads(steps: list[Step], *, system: str, stable_len: int | None, tools: tuple,
+                     settings: CacheSettings) -> list[dict[str, Any]]:
+    """Each step's wire payload as the harness builds it under ``settings``."""
     transport = AnthropicTransport(PROFILES["anthropic"], api_key=None)
-    planned, default, naive, output = [], [], [], []
-    for step in steps:
-        request = ModelRequest(model=MODEL, system=prompt.text,
-                               messages=step.history, tools=tools,
-                               stable_len=prompt.stable_len)
-        planned.append(transport.build_payload(
-            plan_breakpoints(request, profile_caps=PROFILES["anthropic"], settings=SETTINGS)))
-        default.append(transport.build_payload(
-            plan_breakpoints(request, profile_caps=PROFILES["anthropic"])))
-        naive.append(transport.build_payload(_naive(
-            ModelRequest(model=MODEL, system=prompt.text, messages=step.history,
-                         tools=tools))))
-        reply = step.reply
-        output.append(count_tokens(reply.content) + sum(
-            count_tokens(c.name) + count_tokens(c.arguments) + 3 for c in reply.tool_calls))
-    return steps, planned, default, naive, output
+    return [transport.build_payload(plan_breakpoints(
+        ModelRequest(model=MODEL, system=system, messages=step.history, tools=tools,
+                     stable_len=stable_len),
+        profile_caps=PROFILES["anthropic"], settings=settings)) for step in steps]
+
+
+def output_tokens(steps: list[Step]) -> list[int]:
+    return [count_tokens(s.reply.content) + sum(
+        count_tokens(c.name) + count_tokens(c.arguments) + 3 for c in s.reply.tool_calls)
+        for s in steps]
+
+
+def build_requests(tmp: Path) -> tuple[list[Step], list[dict[str, Any]],
+                                       list[dict[str, Any]], list[int]]:
+    """The scripted steps and, per step, the wire payloads under the planner with ``SETTINGS``
+    and the naive marking, and the output tokens."""
+    steps, system, stable_len, tools = session_inputs(tmp)
+    planned = planner_payloads(steps, system=system, stable_len=stable_len, tools=tools,
+                               settings=SETTINGS)
+    transport = AnthropicTransport(PROFILES["anthropic"], api_key=None)
+    naive = [transport.build_payload(_naive(ModelRequest(
+        model=MODEL, system=system, messages=s.history, tools=tools))) for s in steps]
+    return steps, planned, naive, output_tokens(steps)
+
+
+def resume_rows(tmp: Path) -> list[tuple[str, Bill, int]]:
+    """Every layout, as is and with each reduction on a cold resume, billed in-process by the
+    simulator's PromptCache: (label, bill, cold resumes). A resume is cold when the gap is
+    longer than the message TTL (the runner's rule, sessions/context.py cold_resume)."""
+    steps, system, stable_len, tools = session_inputs(tmp)
+    transport = AnthropicTransport(PROFILES["anthropic"], api_key=None)
+    rows = []
+    for name, settings in LAYOUTS:
+        ttl_s = TTL_1H_S if settings.ttl == "1h" else TTL_5M_S
+        variants = [("", steps, [], 0)]
+        for label, reducer in (("+ prune hard on cold resume", cold_prune),
+                               ("+ idle compaction on resume", idle_compaction(transport))):
+            variants.append((label, *reduce_on_resume(steps, ttl_s=ttl_s, reduce=reducer)))
+        for label, variant, calls, cold in variants:
+            payloads = planner_payloads(variant, system=system, stable_len=stable_len,
+                                        tools=tools, settings=settings)
+            bill = bill_with_cache([(s, anthropic_blocks(p)) for s, p in zip(variant, payloads)],
+                                   output_tokens(variant), None)
+            rows.append((f"{name} {label}".strip(), add_side_calls(bill, calls), cold))
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -328,12 +459,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--direct", action="store_true",
                         help="bill the planner with the simulator's PromptCache in-process "
                              "instead of over HTTP")
-    parser.add_argument("--with-default", action="store_true",
-                        help="also bill the planner with the default 5m TTL (slower)")
+    parser.add_argument("--no-resume", action="store_true",
+                        help="skip the layout / cold-resume table (faster)")
     args = parser.parse_args(argv)
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
-        steps, planned, default, naive, output = build_requests(Path(tmp))
+        steps, planned, naive, output = build_requests(Path(tmp))
+        resume = [] if args.no_resume else resume_rows(Path(tmp))
     log = None if args.quiet else print
     if log:
         print("   # burst   time   input     read  write5m  write1h output   cost$  (planner)")
@@ -344,10 +476,6 @@ def main(argv: list[str] | None = None) -> int:
     else:
         ours = bill_over_http(steps, planned, output, log)
     naive_bill = bill_with_cache(naive_blocks, output, None)
-    rows = [("planner (ours, 1h)", ours)]
-    if args.with_default:
-        rows.append(("planner, default 5m", bill_with_cache(
-            [(s, anthropic_blocks(p)) for s, p in zip(steps, default)], output, None)))
     none_bill = bill_no_cache(planned_blocks, output)
     bound = bill_lower_bound(planned_blocks, output)
     elapsed = time.monotonic() - started
@@ -357,13 +485,26 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(f"requests: {len(steps)} (per burst {per_burst}); gaps {[g / 60 for g in GAPS_S]} min;"
           f" planner TTL {SETTINGS.ttl}")
-    print(f"{'strategy':<28}{'input':>10}{'read':>11}{'write5m':>10}{'write1h':>10}"
-          f"{'output':>9}{'cost $':>10}")
-    rows += [("(a) no caching", none_bill), ("(b) naive last-4 messages", naive_bill),
-             ("(c) lower bound", bound)]
+    header = (f"{'strategy':<50}{'input':>9}{'read':>11}{'write5m':>9}{'write1h':>9}"
+              f"{'output':>8}{'cost $':>9}{'vs (b)':>8}")
+    print(header)
+    rows = [("planner (ours, 1h)", ours), ("(a) no caching", none_bill),
+            ("(b) naive last-4 messages", naive_bill), ("(c) lower bound", bound)]
+
+    def line(name: str, bill: Bill, note: str = "") -> str:
+        return (f"{name:<50}{bill.input:>9}{bill.read:>11}{bill.write_5m:>9}{bill.write_1h:>9}"
+                f"{bill.output:>8}{bill.cost:>9.4f}{bill.cost / naive_bill.cost:>7.3f}x{note}")
+
     for name, bill in rows:
-        print(f"{name:<28}{bill.input:>10}{bill.read:>11}{bill.write_5m:>10}{bill.write_1h:>10}"
-              f"{bill.output:>9}{bill.cost:>10.4f}")
+        print(line(name, bill))
+    if resume:
+        print()
+        print("layouts and reductions on a cold resume (in-process PromptCache billing;"
+              " summariser calls billed as uncached input + output)")
+        print(header)
+        for name, bill, cold in resume:
+            print(line(name, bill, f"  cold resumes: {cold}" if "resume" in name else ""))
+    default_bill = resume[0][1] if resume else None
     targets = [
         (f"read share within bursts {read_share:.1%} >= 85%", read_share >= 0.85),
         (f"cost {ours.cost:.4f} <= 0.3 x (a) = {0.3 * none_bill.cost:.4f}",
@@ -373,6 +514,9 @@ def main(argv: list[str] | None = None) -> int:
          ours.cost <= 1.25 * bound.cost),
         (f"runtime {elapsed:.1f} s < 60 s", elapsed < 60),
     ]
+    if default_bill is not None:
+        targets.append((f"default layout {default_bill.cost:.4f} < (b) {naive_bill.cost:.4f}",
+                        default_bill.cost < naive_bill.cost))
     print()
     for label, ok in targets:
         print(f"{'PASS' if ok else 'FAIL'}  {label}")

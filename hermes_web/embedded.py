@@ -7,7 +7,8 @@ the worker and simulator started when this module is imported (once per process)
 Celery's in-memory broker only reaches consumers in the same process, which is exactly what
 this mode wants. The worker is Celery's own (celery.contrib.testing.worker runs a real
 WorkController in a thread without installing signal handlers, which only the main thread
-may do).
+may do). There is no Celery beat in this mode, so a daemon thread does beat's one
+time-critical job, expiring pending approvals (fail-closed), every few seconds.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ def start_if_configured() -> None:
             start_simulator()
         if settings.CELERY_BROKER_URL.startswith("memory://") and not settings.CELERY_TASK_ALWAYS_EAGER:
             start_worker()
+            start_expiry_sweep()
         _started.set()
 
 
@@ -63,6 +65,40 @@ def start_worker() -> None:
     worker.ensure_started()
     _handles["worker"] = worker
     log.warning("embedded Celery worker started (%s threads)", settings.EMBEDDED_WORKER_THREADS)
+
+
+def expiry_sweep_interval(timeout_seconds: float) -> float:
+    """Seconds between expiry sweeps: a tenth of the approval timeout, within 1..5 s, so an
+    expired request is noticed at most ~5 s late (300 s default) and a short test timeout
+    is honoured within a second or so."""
+    return max(1.0, min(5.0, timeout_seconds / 10))
+
+
+def start_expiry_sweep() -> threading.Thread:
+    """Run approvals.services.approval_expire_due in a daemon thread every
+    ``expiry_sweep_interval`` seconds (what CELERY_BEAT_SCHEDULE["approvals-expire"] does
+    in services mode). An expiry enqueues the turn's resume on the in-memory broker, which
+    the embedded worker consumes. A failing sweep is logged and retried next tick."""
+    interval = expiry_sweep_interval(float(settings.HERMES["APPROVAL_TIMEOUT_SECONDS"]))
+    stop = threading.Event()
+
+    def sweep() -> None:
+        from django.db import close_old_connections
+
+        from approvals.services import approval_expire_due
+
+        while not stop.wait(interval):
+            close_old_connections()
+            try:
+                approval_expire_due()
+            except Exception:  # the database may be briefly locked; try again next tick
+                log.exception("approval expiry sweep failed")
+
+    thread = threading.Thread(target=sweep, name="hermes-embedded-expiry", daemon=True)
+    thread.start()
+    _handles["expiry"] = (thread, stop)
+    log.warning("embedded approval expiry sweep every %.1f s", interval)
+    return thread
 
 
 def _application():

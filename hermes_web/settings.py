@@ -146,7 +146,10 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "capacity": 2000, "expiry": 30},
+            # redis-py 8 defaults socket_timeout to 5 s, which kills an idle consumer's
+            # blocking read (channels_redis #422): wait for messages without a timeout.
+            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": None}],
+                       "capacity": 2000, "expiry": 30},
         }
     }
 else:

@@ -10,6 +10,7 @@ event that skips a seq triggers a database read of the gap. No business logic he
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 
@@ -18,7 +19,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.core.exceptions import ValidationError
 from django.http import Http404
 
-from sessions.events import event_to_dict, session_group, user_group
+from sessions.events import event_to_dict, session_group, socket_loop_register, user_group
 from sessions.rendering import APPROVAL_EVENTS, event_frame
 from sessions.selectors import event_list_after, session_get
 from sessions.services import turn_start, turn_stop
@@ -49,6 +50,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
     """One browser tab watching one session (owner or team admin)."""
 
     async def connect(self) -> None:
+        socket_loop_register(asyncio.get_running_loop())  # see events.group_publish
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)

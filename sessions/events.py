@@ -7,11 +7,12 @@ payloads are documented in docs/protocol.md; ``EVENT_TYPES`` is the closed list.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 
 from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.db import transaction
 from django.db.models import F
 
@@ -62,14 +63,37 @@ def event_append(*, session_id: int, type: str, payload: dict) -> RunEvent:
     return event
 
 
+_socket_loop: asyncio.AbstractEventLoop | None = None
+"""The event loop serving websockets in this process (set by the consumer on connect)."""
+
+
+def socket_loop_register(loop: asyncio.AbstractEventLoop) -> None:
+    """Remember the loop the websocket consumers run on (sessions/consumers.py calls this on
+    every connect). Only the in-memory channel layer needs it; see ``group_publish``."""
+    global _socket_loop
+    _socket_loop = loop
+
+
 def group_publish(group: str, data: dict, kind: str = "run.event") -> None:
     """Send ``data`` to a channel group; never raises into the caller (a dead layer must not
-    fail a turn whose events are already stored and replayable)."""
+    fail a turn whose events are already stored and replayable).
+
+    Embedded mode (in-memory layer, worker threads in the web process): the layer's queues
+    belong to the websocket loop, and a put from a worker thread's own loop does not wake it,
+    so the consumer saw the event only when daphne's loop next woke (up to a second later;
+    measured by benchmarks/bench_stream.py). There the send is handed to that loop
+    (thread-safe, FIFO, not awaited: the event is already stored)."""
     layer = get_channel_layer()
     if layer is None:
         return
+    message = {"type": kind, "event": data, "sent_at": time.time()}
+    loop = _socket_loop
     try:
-        async_to_sync(layer.group_send)(group, {"type": kind, "event": data,
-                                                "sent_at": time.time()})
+        if isinstance(layer, InMemoryChannelLayer) and loop is not None and loop.is_running():
+            future = asyncio.run_coroutine_threadsafe(layer.group_send(group, message), loop)
+            future.add_done_callback(lambda f: f.exception() and log.error(
+                "publishing to %s failed: %r", group, f.exception()))
+            return
+        async_to_sync(layer.group_send)(group, message)
     except Exception:  # the event is in the database; the socket will replay it
         log.exception("publishing to %s failed", group)

@@ -13,11 +13,12 @@ from dataclasses import dataclass
 
 from django.db import connection
 
-from sessions.models import Message, Session
+from sessions.models import Message, Session, Turn
 
 MAX_QUERY_CHARS = 500
 WINDOW = 5
 """Messages either side of a hit returned by the session_search tool (hermes-facts §5)."""
+RECALL_TOOL = "session_search"
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
@@ -61,8 +62,10 @@ def message_search(*, user, query: str, limit: int = 20,
             JOIN agent_sessions_message m ON m.id = ms.message_id
             JOIN agent_sessions_session s ON s.id = m.session_id,
                  plainto_tsquery('simple', %s) q
-            WHERE ms.tsv @@ q AND s.owner_id = %s AND (m.active OR m.compacted)"""
+            WHERE ms.owner_id = %s AND ms.tsv @@ q AND (m.active OR m.compacted)"""
         params = [query, user.pk]
+        # The side table's own owner and id: ordered by its (owner_id, message_id) index.
+        order = " ORDER BY ms.message_id DESC LIMIT %s"
     else:
         sql = """
             SELECT m.id, m.session_id, s.title, m.role,
@@ -76,12 +79,13 @@ def message_search(*, user, query: str, limit: int = 20,
         if not fts:
             return []
         params = [fts, user.pk]
+        order = " ORDER BY m.id DESC LIMIT %s"
     if session_ids is not None:
         if not session_ids:
             return []
         sql += " AND m.session_id IN (" + ",".join(["%s"] * len(session_ids)) + ")"
         params += list(session_ids)
-    sql += " ORDER BY m.id DESC LIMIT %s"
+    sql += order
     params.append(limit)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
@@ -94,9 +98,23 @@ def session_search_for_tool(*, session: Session, query: str, limit: int = 5) -> 
     """The session_search tool's data: hits over the owner's sessions, deduplicated by
     conversation lineage (one hit per lineage, the newest), each with a window of ±5
     messages (live or summarised-away, never rewound) around it. Archived rows of the
-    current session are findable. Returns plain dicts (agents/tools/recall.py formats them).
+    current session are findable; the turn in progress and earlier session_search calls and
+    results are not (echoes of the query). Returns plain dicts (agents/tools/recall.py
+    formats them).
     """
     hits = message_search(user=session.owner, query=query, limit=limit * 10)
+    # Echoes are not recall: the turn in progress (the model already sees it, and its own
+    # session_search call holds the query) and earlier session_search calls and results.
+    # Left in, the newest-per-lineage dedupe would pick the echo over the real hit.
+    current = (Turn.objects.filter(session=session, status=Turn.Status.RUNNING)
+               .exclude(user_message=None).order_by("-id")
+               .values_list("user_message_id", flat=True).first())
+    echoes = {pk for pk, tool_name, calls in Message.objects.filter(
+        pk__in=[h.message_id for h in hits]).values_list("pk", "tool_name", "tool_calls")
+        if tool_name == RECALL_TOOL
+        or any(c.get("name") == RECALL_TOOL for c in calls or ())}
+    hits = [h for h in hits if h.message_id not in echoes
+            and not (current and h.session_id == session.pk and h.message_id >= current)]
     seen: set[int] = set()
     out: list[dict] = []
     lineage = dict(Session.objects.filter(pk__in={h.session_id for h in hits})

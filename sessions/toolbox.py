@@ -15,6 +15,7 @@ from django.conf import settings
 
 from agents.backends import Backend
 from agents.backends.local import LocalBackend
+from agents.identity import current_identity
 from agents.messages import Message as AgentMessage
 from agents.messages import ToolCall
 from agents.policy import Decision, PolicyContext, bypass_frozen, decide
@@ -136,6 +137,10 @@ def policy_gate(ctx, state):
         # Rules are per tool: an "always" grant for one tool never covers another.
         call_ctx = replace(policy_ctx, always_rules=state.patterns_for(call.name),
                            session_rules=state.patterns_for(call.name, scope="session"))
+        if current_identity() is None:
+            # Called where the acting identity did not travel (a bare thread): the ids read
+            # from the row must not stand in for it; decide() denies without identity.
+            call_ctx = replace(call_ctx, session_id=None, user_id=None)
         decision = decide(call, call_ctx)
         if decision.rule == "always_rule":
             _count_rule_hit(call, call_ctx, state)

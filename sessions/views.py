@@ -187,3 +187,41 @@ def search_view(request: HttpRequest) -> HttpResponse:
 def snippet_html(snippet: str) -> str:
     """A search snippet with its «marks» as <mark> elements; everything else escaped."""
     return mark_safe(escape(snippet).replace("«", "<mark>").replace("»", "</mark>"))
+
+
+EXPORT_TEXTS = {
+    "content": "what the person saw and typed: the text the chat displays and search indexes",
+    "sent_content": "the exact text sent to the model when it differed from content (a skill "
+                    "invocation's expansion, a pruned tool result's stub); null means content "
+                    "itself was sent",
+}
+"""Says which text each export field carries (issue 3 item 6)."""
+
+
+def _message_export(row) -> dict:
+    """One stored row as exported: both texts, the flags that say whether the model still
+    sees it (active) or a compaction summarised it (compacted), and the scaffold length."""
+    return {"id": row.pk, "role": row.role, "kind": row.kind, "content": row.content,
+            "sent_content": row.sent_content, "stable_prefix_chars": row.stable_prefix_chars,
+            "tool_calls": row.tool_calls, "tool_call_id": row.tool_call_id or None,
+            "tool_name": row.tool_name or None, "is_error": row.is_error,
+            "active": row.active, "compacted": row.compacted,
+            "created_at": row.created_at.isoformat()}
+
+
+@login_required
+@require_GET
+def session_export_view(request: HttpRequest, session_id: int) -> JsonResponse:
+    """GET /sessions/<id>/export.json: every message of the session (live, summarised away
+    and rewound, ordered by id) with ``content`` and ``sent_content``, plus the stored system
+    prompt byte-exact. Owner and team admins only (Http404 otherwise, from the selector)."""
+    session = session_get(user=request.user, session_id=session_id)
+    rows = session.messages.order_by("id")
+    response = JsonResponse({
+        "session": {"id": session.pk, "title": session.title, "provider": session.provider,
+                    "model": session.model, "started_at": session.started_at.isoformat()},
+        "system_prompt": session.system_prompt, "texts": EXPORT_TEXTS,
+        "messages": [_message_export(row) for row in rows]},
+        json_dumps_params={"ensure_ascii": False})
+    response["Content-Disposition"] = f'inline; filename="session-{session.pk}.json"'
+    return response

@@ -79,30 +79,30 @@
     bubble.querySelector(".stream-text").textContent += payload.text || "";
   }
 
-  function updateBadge(frame) {
+  /* The header badge: the server pushes {"type":"approval.badge","count":n} to each
+     reviewer's user group whenever a request of theirs is created or decided; n is the
+     authoritative count, so the badge is set, never counted up or down here. */
+  function setBadge(count) {
     var link = document.getElementById("approvals-link");
-    if (!link) return;
+    if (!link || typeof count !== "number") return;
     var badge = document.getElementById("approvals-badge");
-    var count = badge ? Number(badge.textContent) || 0 : 0;
-    if (frame.type === "approval.requested") count += 1;
-    else if (frame.type === "approval.decided") count = Math.max(0, count - 1);
-    else return;
     if (!badge) {
       badge = document.createElement("span");
-      badge.id = "approvals-badge"; badge.className = "badge";
+      badge.id = "approvals-badge"; badge.className = "badge"; badge.title = "pending approvals";
       link.appendChild(document.createTextNode(" ")); link.appendChild(badge);
     }
     badge.textContent = String(count);
     badge.hidden = count === 0;
+    badge.style.display = count === 0 ? "none" : "";  /* .badge's display beats [hidden] */
   }
 
   function apply(frame) {
-    if (frame.session_id !== sessionId) { updateBadge(frame); return; }
+    if (frame.type === "approval.badge") { setBadge(frame.count); return; }
+    if (frame.session_id !== sessionId) return;
     if (typeof frame.seq !== "number" || frame.seq <= lastSeq) return;
     lastSeq = frame.seq;
     var follow = nearBottom();
     var payload = frame.payload || {};
-    if (frame.type === "approval.requested" || frame.type === "approval.decided") updateBadge(frame);
     if (frame.type === "text.delta") {
       appendDelta(payload);
     } else if (frame.type === "session.updated" && payload.title) {

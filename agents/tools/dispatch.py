@@ -183,7 +183,9 @@ def dispatch_tool_calls(
             results[index] = tool_result(prep.call, prep.error, is_error=True)
         elif decision is not None and decision.verdict == "deny":
             reason = decision.reason or f"denied by policy ({decision.rule})"
-            results[index] = tool_result(prep.call, f"not executed: {reason}", is_error=True)
+            if not reason.startswith("not executed:"):  # a timed-out approval already says so
+                reason = f"not executed: {reason}"
+            results[index] = tool_result(prep.call, reason, is_error=True)
         else:
             assert prep.tool is not None
             facts.append(call_facts(index, prep.tool, prep.args, ctx))

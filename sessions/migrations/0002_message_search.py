@@ -1,10 +1,14 @@
 """Full-text search over messages, written only when searchable columns change.
 
-PostgreSQL: a side table holding the tsvector, filled by a trigger that fires AFTER INSERT
-or AFTER UPDATE OF content, tool_name, tool_calls. SQLite: an FTS5 external-content table
-with the same column-limited update trigger. Flipping active/compacted touches none of those
-columns, so archiving 10,000 rows in a compaction does no index work (seed, "Compaction is a
-flag flip"; DESIGN.md §3).
+PostgreSQL: a side table holding the tsvector and the session owner (sessions never change
+hands), filled by a trigger that fires AFTER INSERT or AFTER UPDATE OF content, tool_name,
+tool_calls. The owner column and its (owner_id, message_id) index let a user-scoped query
+either AND its bitmap with the GIN one (rare words) or walk the user's rows newest first
+and stop at the LIMIT (common words); without them the planner walked every user's
+messages (p95 240 ms over 1M messages: benchmarks/bench_context.py). SQLite: an FTS5
+external-content table with the same column-limited update trigger. Flipping
+active/compacted touches none of those columns, so archiving 10,000 rows in a compaction
+does no index work (seed, "Compaction is a flag flip"; DESIGN.md §3).
 """
 
 from django.db import migrations
@@ -12,16 +16,21 @@ from django.db import migrations
 PG_FORWARD = """
 CREATE TABLE agent_sessions_message_search (
     message_id bigint PRIMARY KEY,
+    owner_id bigint NOT NULL,
     tsv tsvector NOT NULL
 );
 CREATE INDEX agent_sessions_message_search_tsv ON agent_sessions_message_search USING gin (tsv);
+CREATE INDEX agent_sessions_message_search_owner
+    ON agent_sessions_message_search (owner_id, message_id);
 CREATE FUNCTION agent_sessions_message_search_write() RETURNS trigger AS $$
 BEGIN
-    INSERT INTO agent_sessions_message_search (message_id, tsv)
-    VALUES (NEW.id, to_tsvector('simple', coalesce(NEW.content, '') || ' ' ||
-                               coalesce(NEW.tool_name, '') || ' ' ||
-                               coalesce(NEW.tool_calls::text, '')))
-    ON CONFLICT (message_id) DO UPDATE SET tsv = EXCLUDED.tsv;
+    INSERT INTO agent_sessions_message_search (message_id, owner_id, tsv)
+    SELECT NEW.id, s.owner_id,
+           to_tsvector('simple', coalesce(NEW.content, '') || ' ' ||
+                                 coalesce(NEW.tool_name, '') || ' ' ||
+                                 coalesce(NEW.tool_calls::text, ''))
+    FROM agent_sessions_session s WHERE s.id = NEW.session_id
+    ON CONFLICT (message_id) DO UPDATE SET tsv = EXCLUDED.tsv, owner_id = EXCLUDED.owner_id;
     RETURN NEW;
 END $$ LANGUAGE plpgsql;
 CREATE FUNCTION agent_sessions_message_search_delete() RETURNS trigger AS $$

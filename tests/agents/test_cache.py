@@ -480,4 +480,25 @@ def test_b09_soul_edit_between_restarts_loses_the_discount_but_keeps_the_bytes(t
     payload = AnthropicTransport(PROFILES["anthropic"], api_key=None).build_payload(
         plan_breakpoints(request, profile_caps=NATIVE))
     assert [b["text"] for b in payload["system"]] == [prompt.text]
-    assert payload["system"][0]["cache_control"] == {"type": "ephemeral"}
+    assert payload["system"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+
+
+def test_transport_renders_a_stored_split_with_or_without_a_marker():
+    """Unmarked: [scaffold, tail] with no marker; marked without split_at: the tail carries
+    it; marked with split_at: the scaffold does. The two texts never change."""
+    from agents.messages import Breakpoint
+
+    message = Message(role="user", content="/x", sent_content="SCAFFOLD tail",
+                      stable_prefix_len=8)
+    transport = AnthropicTransport(PROFILES["anthropic"], api_key=None)
+
+    def content(*points: Breakpoint) -> list[dict]:
+        return transport.build_payload(ModelRequest(
+            model="m", system="s", messages=(message,), breakpoints=points))["messages"][0][
+                "content"]
+
+    assert content() == [{"type": "text", "text": "SCAFFOLD"}, {"type": "text", "text": " tail"}]
+    assert ["cache_control" in b for b in content(Breakpoint(target="message", index=0))] == [
+        False, True]
+    assert ["cache_control" in b for b in content(
+        Breakpoint(target="message", index=0, split_at=8))] == [True, False]

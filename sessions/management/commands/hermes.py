@@ -3,9 +3,11 @@
 - ``hermes chat "<message>" [--session ID] [--user NAME] [--json]`` runs one turn through
   turn_start and the same Celery task (executed in this process), then prints the reply, or
   every event of the turn as JSON lines carrying the session id.
-- ``hermes policy "<command>" [--user NAME] [--session ID] [--stdin]`` prints the approval
-  policy's decision, the rule that made it and the normalised command; with --stdin one
-  tab-separated line per input line (decision, rule, command as given), in order.
+- ``hermes policy "<command>" [--user NAME] [--session ID] [--stdin] [--backend B]`` prints
+  the approval policy's decision, the rule that made it and the normalised command; with
+  --stdin one tab-separated line per input line (decision, rule, command as given), in
+  order. --backend local|sandbox decides as if commands ran there (default: the one in
+  force, which under the sandbox allows all but the deny list, seed "What is not here").
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ class Command(BaseCommand):
         policy.add_argument("--user", default=None)
         policy.add_argument("--session", type=int)
         policy.add_argument("--stdin", action="store_true")
+        policy.add_argument("--backend", choices=["local", "sandbox"],
+                            help="decide as if commands ran on this backend (default: the "
+                                 "one in force)")
 
     def handle(self, *args, **options):
         if options["action"] == "chat":
@@ -95,7 +100,7 @@ class Command(BaseCommand):
         self.stdout.write(f"(session {session.pk})")
 
     def policy(self, options) -> None:
-        from agents.commands import normalize_command
+        from agents.commands import parse_command
         from agents.policy import check_command
         from sessions.toolbox import policy_context_for
 
@@ -106,7 +111,21 @@ class Command(BaseCommand):
             if session is None:
                 raise CommandError(f"no session {options['session']}")
             user = user or session.owner
+        from agents.identity import bind_identity
+
+        # A what-if check: nothing runs. It still decides as someone; without --user it is
+        # an anonymous checker identity (never a real user's grants).
         ctx = policy_context_for(user=user, session=session)
+        from dataclasses import replace
+
+        if ctx.user_id is None:
+            ctx = replace(ctx, user_id="policy-check")
+        if options["backend"]:
+            ctx = replace(ctx, backend_isolated=options["backend"] == "sandbox")
+        with bind_identity(session_id=ctx.session_id, user_id=ctx.user_id):
+            self._decide_and_print(ctx, options, check_command, parse_command)
+
+    def _decide_and_print(self, ctx, options, check_command, parse_command) -> None:
         if options["stdin"]:
             for line in sys.stdin.read().splitlines():
                 if not line.strip():
@@ -120,4 +139,5 @@ class Command(BaseCommand):
         self.stdout.write(f"decision:   {decision.verdict}")
         self.stdout.write(f"rule:       {decision.rule}")
         self.stdout.write(f"reason:     {decision.reason}")
-        self.stdout.write(f"normalised: {decision.normalized or normalize_command(options['command'])}")
+        normalized = decision.normalized or parse_command(options["command"]).normalized
+        self.stdout.write(f"normalised: {normalized}")

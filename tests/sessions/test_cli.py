@@ -1,0 +1,68 @@
+"""`manage.py hermes chat|policy`: the CLI runs through the same services and policy."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def run(*args, stdin: str | None = None) -> str:
+    out = io.StringIO()
+    old = sys.stdin
+    if stdin is not None:
+        sys.stdin = io.StringIO(stdin)
+    try:
+        call_command("hermes", *args, stdout=out)
+    finally:
+        sys.stdin = old
+    return out.getvalue()
+
+
+def test_chat_prints_the_reply_and_json_events_carry_the_session(make_user, hermes_settings):
+    hermes_settings.HERMES = {**hermes_settings.HERMES, "BACKEND": "local",
+                              "SIMULATOR_EMBEDDED": False}
+    make_user("erin")
+    text = run("chat", "list the files and read README.md", "--user", "erin")
+    assert "[tool] terminal" in text and "[tool] read_file" in text
+    assert "(simulated model)" in text
+    session_id = int(text.strip().rsplit("(session ", 1)[1].rstrip(")"))
+    lines = run("chat", "hello again", "--user", "erin", "--session", str(session_id),
+                "--json").splitlines()
+    events = [json.loads(line) for line in lines]
+    assert {e["session_id"] for e in events} == {session_id}
+    assert events[0]["type"] == "turn.queued" and events[-1]["type"] == "turn.finished"
+
+
+def test_chat_refuses_an_empty_message_and_another_users_session(make_user, hermes_settings):
+    hermes_settings.HERMES = {**hermes_settings.HERMES, "SIMULATOR_EMBEDDED": False}
+    make_user("erin")
+    make_user("fred")
+    with pytest.raises(CommandError, match="empty"):
+        run("chat", "   ", "--user", "erin")
+    from sessions.services import session_create
+    from django.contrib.auth import get_user_model
+
+    theirs = session_create(user=get_user_model().objects.get(username="fred"))
+    with pytest.raises(CommandError, match="no session"):
+        run("chat", "hi", "--user", "erin", "--session", str(theirs.pk))
+
+
+def test_policy_prints_decision_rule_and_normalised_command(make_user, hermes_settings):
+    text = run("policy", "echo cm0gLXJmIC8= | base64 -d | sh", "--backend", "local")
+    assert "decision:   deny" in text and "rule:       hardline" in text
+    assert "rm -f -r /" in text
+
+
+def test_policy_stdin_keeps_order_one_tab_separated_line_each(make_user, hermes_settings):
+    commands = ["ls -la", "rm -rf build", "sudo rm -rf /home", "git status"]
+    out = run("policy", "--stdin", "--backend", "local", stdin="\n".join(commands) + "\n")
+    rows = [line.split("\t") for line in out.splitlines()]
+    assert [r[2] for r in rows] == commands
+    assert [r[0] for r in rows] == ["allow", "ask", "deny", "allow"]
