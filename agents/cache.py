@@ -53,14 +53,13 @@ class CacheSettings:
 
     ttl: TTL = "5m"
     """TTL for the rolling message breakpoints."""
-    prompt_ttl: TTL | None = "1h"
-    """TTL for the two system-prompt breakpoints; None means the same as ``ttl``. The
-    default is 1h (clamped to 5m on routes without the 1h tier), like hermes' "auto" for
-    human-paced sessions: the prompt is written once per session (the stable tier once per
-    deployment, as every session shares it) and reused after every idle gap, so paying 2x
-    instead of 1.25x for that one write is repaid by the first reuse after a gap of more
-    than 5 minutes, while the rolling message writes stay at the cheaper 5m rate
-    (benchmarks/bench_cache.py, "default" layout vs "all 5m")."""
+    prompt_ttl: TTL | None = None
+    """TTL for the two system-prompt breakpoints; None (the default, issue 3: "5m by default,
+    1h by configuration") means the same as ``ttl``. "1h" (clamped to 5m on routes without
+    the 1h tier) suits human-paced sessions, like hermes' "auto": the prompt is written once
+    per session and reused after every idle gap, so paying 2x instead of 1.25x for that one
+    write is repaid by the first reuse after a gap of more than 5 minutes, while the rolling
+    message writes stay at the cheaper 5m rate (benchmarks/bench_cache.py)."""
 
 
 def effective_ttl(requested: TTL, caps: ProfileCaps) -> TTL:

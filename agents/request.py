@@ -15,9 +15,9 @@ from dataclasses import dataclass, field, replace
 
 from agents import Transport
 from agents.cache import CacheSettings, plan_breakpoints
-from agents.history import validate_and_repair
+from agents.history import Repair, validate_and_repair
 from agents.messages import Message, ModelRequest, ToolSpec
-from agents.tokens import Calibrator, estimate_payload_tokens, prefix_fingerprint
+from agents.tokens import Calibrator, PrefixFingerprinter, estimate_payload_tokens
 
 
 _OVERFLOW_SIZES = re.compile(r"(?:context limit: |too long: )(\d+)")
@@ -61,6 +61,10 @@ class RequestPipeline:
     input_hint: int | None = None
     """A provider-reported input size (tokens) from an overflow error; kept until the next
     response arrives (the caller clears it), so a re-plan after compaction still uses it."""
+    _weights: dict = field(default_factory=dict, repr=False)
+    _fingerprinter: PrefixFingerprinter | None = field(default=None, repr=False)
+    _legal: list[Message] = field(default_factory=list, repr=False)
+    _call_ids: tuple[int, set[str]] | None = field(default=None, repr=False)
     last_billed: tuple[int, int] | None = None
     """(rough, billed) of the last response, even one over the compaction threshold (which
     the calibrator drops): the output budget must not trust a raw under-estimate."""
@@ -68,14 +72,15 @@ class RequestPipeline:
 
     def prepare(self, history: list[Message], *, tools: bool = True) -> PreparedRequest:
         """Repair ``history``, build and plan the request, estimate it. Pure apart from the
-        calibrator's pending estimate."""
-        repair = validate_and_repair(history, started_call_ids=self.started_call_ids)
+        calibrator's pending estimate and the pipeline's memos (which only make a history
+        that grew by appending cost its new messages, never change a result)."""
+        repair = self._repair(history)
         legal = list(repair.messages)
         request = ModelRequest(model=self.model, system=self.system, messages=tuple(legal),
                                tools=self.tools if tools else (), stable_len=self.stable_len,
                                max_tokens=self.max_tokens)
         planned = plan_breakpoints(request, profile_caps=self.profile, settings=self.cache)
-        rough = estimate_payload_tokens(self.transport.build_payload(planned))
+        rough = self.estimate(legal, tools=tools)
         self.calibrator.before_call(rough=rough, fingerprint=self.fingerprint(legal),
                                     message_count=len(legal))
         projected = self.calibrator.projected(rough)
@@ -117,5 +122,60 @@ class RequestPipeline:
         return True
 
     def fingerprint(self, messages: list[Message]) -> str:
-        """Fingerprint of the priced prefix (system + tools + ``messages``)."""
-        return prefix_fingerprint(system=self.system, tools=self.tools, messages=messages)
+        """Fingerprint of the priced prefix (system + tools + ``messages``); equal to
+        agents.tokens.prefix_fingerprint, computed incrementally."""
+        if self._fingerprinter is None:
+            self._fingerprinter = PrefixFingerprinter(system=self.system, tools=self.tools)
+        return self._fingerprinter.fingerprint(messages)
+
+    def estimate(self, messages: list[Message], *, tools: bool = True) -> int:
+        """Rough prompt tokens of the request the transport would send: the exact wire JSON
+        of system + tools (measured once per pipeline) plus each message as the transport
+        renders it (measured once per message; merged wire messages differ only by a few
+        envelope characters). Cache markers are never counted (tokens.SKIPPED_KEYS)."""
+        key = ("head", tools)
+        if key not in self._weights:
+            empty = ModelRequest(model=self.model, system=self.system, messages=(),
+                                 tools=self.tools if tools else (), stable_len=self.stable_len)
+            self._weights[key] = estimate_payload_tokens(self.transport.build_payload(empty))
+        total = self._weights[key]
+        for message in messages:
+            weight = self._weights.get(message)
+            if weight is None:
+                alone = ModelRequest(model=self.model, system="", messages=(message,))
+                body = self.transport.build_payload(alone)
+                weight = estimate_payload_tokens({"messages": body.get("messages", [])})
+                self._weights[message] = weight
+            total += weight
+        return total
+
+    def _repair(self, history: list[Message]) -> Repair:
+        """validate_and_repair, incrementally: when ``history`` is the legal history this
+        pipeline returned last time plus appended messages, only the appended span (from the
+        last user message on) is validated; any problem there, or a tool call id the prefix
+        already used, falls back to the full validation (the only source of repairs)."""
+        previous = self._legal
+        n = len(previous)
+        if n and len(history) >= n and all(a is b for a, b in zip(history, previous)):
+            start = next((i for i in range(n - 1, -1, -1) if previous[i].role == "user"), None)
+            if start is not None:
+                span = history[start:]
+                ids = {c.id for m in span for c in m.tool_calls}
+                if not ids & self._prefix_call_ids(start):
+                    local = validate_and_repair(span, started_call_ids=self.started_call_ids)
+                    if not local.problems and len(local.messages) == len(span) and all(
+                            a == replace(b, reasoning=None)
+                            for a, b in zip(local.messages, span)):
+                        # Same messages (reasoning dropped: never replayed).
+                        self._legal = history[:start] + list(local.messages)
+                        return Repair(messages=tuple(self._legal), added=(), problems=())
+        repair = validate_and_repair(history, started_call_ids=self.started_call_ids)
+        self._legal = list(repair.messages)
+        self._call_ids = None
+        return repair
+
+    def _prefix_call_ids(self, end: int) -> set[str]:
+        if self._call_ids is None or self._call_ids[0] != end:
+            ids = {c.id for m in self._legal[:end] for c in m.tool_calls}
+            self._call_ids = (end, ids)
+        return self._call_ids[1]

@@ -141,6 +141,37 @@ def prefix_fingerprint(*, system: str, tools: Iterable[ToolSpec], messages: Sequ
     return digest.hexdigest()
 
 
+class PrefixFingerprinter:
+    """``prefix_fingerprint`` computed incrementally: the same hex digest, but a transcript
+    that only grew since the last call costs only its new messages (the digest state after
+    each message is kept). Messages are matched by identity, so an edited or replaced
+    message restarts from the first difference. Not thread-safe (one per pipeline)."""
+
+    def __init__(self, *, system: str, tools: Iterable[ToolSpec], route: str = ""):
+        head = {"route": route, "system": system,
+                "tools": [[t.name, t.description, t.input_schema] for t in tools]}
+        first = hashlib.sha256()
+        first.update(json.dumps(head, sort_keys=True, ensure_ascii=False).encode())
+        self._messages: list[Message] = []
+        self._states = [first]
+
+    def fingerprint(self, messages: Sequence[Message]) -> str:
+        """The fingerprint of system + tools + ``messages`` (equal to prefix_fingerprint)."""
+        keep = 0
+        limit = min(len(messages), len(self._messages))
+        while keep < limit and messages[keep] is self._messages[keep]:
+            keep += 1
+        del self._messages[keep:]
+        del self._states[keep + 1:]
+        for m in messages[keep:]:
+            state = self._states[-1].copy()
+            row = [m.role, m.wire_text, m.tool_call_id, [c.to_dict() for c in m.tool_calls]]
+            state.update(b"\x1e" + json.dumps(row, ensure_ascii=False).encode())
+            self._messages.append(m)
+            self._states.append(state)
+        return self._states[len(messages)].hexdigest()
+
+
 _OVERFLOW = re.compile(
     r"prompt is too long|exceed context limit|maximum context length|context_length_exceeded"
     r"|context window|tokens in request more than max tokens allowed|largest known context"

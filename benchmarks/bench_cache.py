@@ -378,8 +378,8 @@ def add_side_calls(bill: Bill, calls: list[SideCall]) -> Bill:
 # ---------------------------------------------------------------------------------------------
 
 LAYOUTS: tuple[tuple[str, CacheSettings], ...] = (
-    ("default: 5m, prompt 1h", CacheSettings()),
-    ("all 5m", CacheSettings(ttl="5m", prompt_ttl="5m")),
+    ("5m, prompt 1h (HERMES_CACHE_PROMPT_TTL=1h)", CacheSettings(prompt_ttl="1h")),
+    ("default: all 5m", CacheSettings()),
     ("all 1h", CacheSettings(ttl="1h")),
 )
 """Planner layouts billed: the default (rolling message breakpoints 5m, the two system

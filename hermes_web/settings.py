@@ -238,6 +238,10 @@ HERMES = {
     "RETRY_BASE_DELAY": float(env_str("HERMES_RETRY_BASE_DELAY", "1.0")),
     # Prompt cache (agents/cache.py): "5m" or "1h".
     "CACHE_TTL": env_str("HERMES_CACHE_TTL", "5m"),
+    # TTL of the two system-prompt breakpoints; empty = CACHE_TTL (issue 3: 5m by default,
+    # 1h by configuration). "1h" keeps the prompt warm across a lunch break while messages
+    # stay at CACHE_TTL (clamped to 5m on routes that do not honour 1h).
+    "CACHE_PROMPT_TTL": env_str("HERMES_CACHE_PROMPT_TTL", ""),
     # Where session workspaces live, and the home holding SOUL.md and skills/.
     "WORKSPACE_ROOT": Path(env_str("HERMES_WORKSPACE_ROOT", str(DATA_DIR / "workspaces"))),
     "HOME": Path(env_str("HERMES_HOME", str(DATA_DIR / "home"))),

@@ -77,6 +77,8 @@ class TurnContext:
     owner: str
     idle_seconds: float = 0.0
     first_request: bool = True
+    loaded: list | None = None
+    """The live history as loaded at the start of the turn (reused, not re-read)."""
 
     @cached_property
     def profile(self) -> ProviderProfile:
@@ -119,7 +121,8 @@ class TurnContext:
             transport=self.transport, model=session.model, system=session.system_prompt,
             stable_len=stable_len, tools=toolbox.registry_for(session).specs(session.tool_names),
             profile=self.profile, calibrator=self.calibrator_restore(stable_len),
-            cache=CacheSettings(ttl=settings.HERMES["CACHE_TTL"]),
+            cache=CacheSettings(ttl=settings.HERMES["CACHE_TTL"],
+                                prompt_ttl=settings.HERMES["CACHE_PROMPT_TTL"] or None),
             max_tokens=min(settings.HERMES["MAX_OUTPUT_TOKENS"], self.profile.max_output_tokens),
             context_window=self.profile.context_window)
 
@@ -139,7 +142,7 @@ class TurnContext:
 
         session = self.session
         tools = toolbox.registry_for(session).specs(session.tool_names)
-        live = history_load(session=session)
+        live = self.loaded if self.loaded is not None else history_load(session=session)
         return Calibrator.from_dict(
             session.usage_anchor, threshold=self.threshold,
             current_fingerprint=lambda n: prefix_fingerprint(
@@ -235,7 +238,8 @@ def _begin(ctx: TurnContext, sink: DbSink) -> list[AgentMessage]:
             user_message = toolbox.user_message_for(ctx.session, turn, ctx.workspace)
             stored = sink.message_added(user_message)
             Turn.objects.filter(pk=turn.pk).update(user_message_id=stored.id)
-    return history_load(session=ctx.session)
+    ctx.loaded = history_load(session=ctx.session)
+    return ctx.loaded
 
 
 def _prepare(ctx: TurnContext, sink: DbSink, history: list[AgentMessage]):
@@ -269,10 +273,11 @@ def _execute(ctx: TurnContext, sink: DbSink, calls: list[ToolCall]):
     from approvals.services import gate_state
 
     state = gate_state(session=ctx.session, turn=ctx.turn)
+    tool_ctx = toolbox.tool_context(ctx)
     outcome = dispatch_tool_calls(
-        calls, registry=toolbox.registry_for(ctx.session), ctx=toolbox.tool_context(ctx),
+        calls, registry=toolbox.registry_for(ctx.session), ctx=tool_ctx,
         gate=toolbox.policy_gate(ctx, state), should_stop=sink.should_stop)
-    results = apply_spill(list(outcome.results), toolbox.tool_context(ctx))
+    results = apply_spill(list(outcome.results), tool_ctx)
     return results, list(outcome.pending)
 
 

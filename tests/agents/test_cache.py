@@ -480,7 +480,7 @@ def test_b09_soul_edit_between_restarts_loses_the_discount_but_keeps_the_bytes(t
     payload = AnthropicTransport(PROFILES["anthropic"], api_key=None).build_payload(
         plan_breakpoints(request, profile_caps=NATIVE))
     assert [b["text"] for b in payload["system"]] == [prompt.text]
-    assert payload["system"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+    assert payload["system"][0]["cache_control"] == {"type": "ephemeral"}
 
 
 def test_transport_renders_a_stored_split_with_or_without_a_marker():

@@ -138,8 +138,8 @@ def test_three_hundred_turns_compact_prune_and_recall(small_window, simulator):
     assert prune_turn_numbers <= set(PRUNE_TURNS)
 
     # Recall: session_search found codewords of turns long summarised away.
-    recalls = list(Message.objects.filter(session=session, role="tool",
-                                          tool_name="session_search").order_by("id"))
+    rows = Message.objects.filter(session=session, role="tool", tool_name="session_search")
+    recalls = list({r.tool_call_id: r for r in rows.order_by("id")}.values())  # tail copies
     assert len(recalls) == (TURNS - RECALL_LAG) // 10
     archived_hits = [r for r in recalls if "summarised away" in r.content]
     assert len(archived_hits) >= len(recalls) * 0.9
