@@ -77,22 +77,31 @@ def expiry_sweep_interval(timeout_seconds: float) -> float:
 def start_expiry_sweep() -> threading.Thread:
     """Run approvals.services.approval_expire_due in a daemon thread every
     ``expiry_sweep_interval`` seconds (what CELERY_BEAT_SCHEDULE["approvals-expire"] does
-    in services mode). An expiry enqueues the turn's resume on the in-memory broker, which
+    in services mode), and turn_recover_task on its beat schedule. An expiry enqueues the turn's resume on the in-memory broker, which
     the embedded worker consumes. A failing sweep is logged and retried next tick."""
     interval = expiry_sweep_interval(float(settings.HERMES["APPROVAL_TIMEOUT_SECONDS"]))
     stop = threading.Event()
 
+    recover_every = float(settings.CELERY_BEAT_SCHEDULE["turns-recover"]["schedule"])
+
     def sweep() -> None:
+        import time
+
         from django.db import close_old_connections
 
         from approvals.services import approval_expire_due
+        from sessions.tasks import turn_recover_task
 
+        last_recover = time.monotonic()
         while not stop.wait(interval):
             close_old_connections()
             try:
                 approval_expire_due()
+                if time.monotonic() - last_recover >= recover_every:
+                    last_recover = time.monotonic()
+                    turn_recover_task()  # re-enqueue turns whose worker died (beat's job)
             except Exception:  # the database may be briefly locked; try again next tick
-                log.exception("approval expiry sweep failed")
+                log.exception("embedded periodic sweep failed")
 
     thread = threading.Thread(target=sweep, name="hermes-embedded-expiry", daemon=True)
     thread.start()

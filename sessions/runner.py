@@ -250,7 +250,13 @@ def _prepare(ctx: TurnContext, sink: DbSink, history: list[AgentMessage]):
     lease_renew(session=ctx.session, owner=ctx.owner, seconds=settings.HERMES["LEASE_SECONDS"])
     prepared = ctx.pipeline.prepare(history)
     reduced = None
-    if ctx.first_request and cold_resume(ctx.session, idle_seconds=ctx.idle_seconds):
+    idle_compaction = settings.HERMES["IDLE_COMPACTION_SECONDS"]
+    if ctx.first_request and 0 < idle_compaction <= ctx.idle_seconds:
+        # Idle compaction on resume (hermes' opt-in): the prefix is cold anyway.
+        reduced = session_compact(ctx=ctx, sink=sink, history=prepared.history, forced=False,
+                                  reason="idle")
+    if (reduced is None and ctx.first_request
+            and cold_resume(ctx.session, idle_seconds=ctx.idle_seconds)):
         reduced = session_prune(ctx=ctx, history=prepared.history,
                                 projected=prepared.projected_tokens, cold=True)
     elif settings.HERMES["PRUNE_TRIGGER_TOKENS"] > 0:

@@ -134,3 +134,42 @@ def test_search_is_scoped_to_the_owner(small_window, make_user):
     other = make_user("mallory")
     assert message_search(user=other, query="axolotl") == []
     assert message_search(user=user, query="axolotl")
+
+
+def test_cold_resume_prunes_hard_before_the_first_request(small_window, simulator):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    user, session = small_window
+    for n in range(3):
+        chat(user, session, f"please read big.txt, round {n}")
+    assert not RunEvent.objects.filter(session=session, type="prune").exists()
+    # The session was last active long ago: its cached prefix has expired.
+    Message.objects.filter(session=session).update(
+        created_at=timezone.now() - timedelta(minutes=30))
+    chat(user, session, "please read big.txt again after lunch")
+    prune = RunEvent.objects.get(session=session, type="prune")
+    assert prune.payload["cold"] and prune.payload["reclaimed"] > 0
+    pruned = Message.objects.filter(session=session, role="tool").exclude(sent_content=None)
+    assert pruned.exists()
+    assert all(len(m.content) > len(m.sent_content) for m in pruned)  # full text kept
+
+
+def test_idle_compaction_on_resume_when_configured(small_window, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    user, session = small_window
+    settings.HERMES = {**settings.HERMES, "IDLE_COMPACTION_SECONDS": 600,
+                       "PRUNE_ON_COLD_RESUME": False}
+    for n in range(4):
+        chat(user, session, f"please read big.txt, round {n}")
+    before = RunEvent.objects.filter(session=session, type="compaction").count()
+    Message.objects.filter(session=session).update(
+        created_at=timezone.now() - timedelta(hours=2))
+    chat(user, session, "back again")
+    assert RunEvent.objects.filter(session=session, type="compaction",
+                                   payload__reason="idle").count() == 1
+    assert RunEvent.objects.filter(session=session, type="compaction").count() == before + 1
