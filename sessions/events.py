@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 
-from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.db import transaction
 from django.db.models import F
@@ -94,6 +94,56 @@ def group_publish(group: str, data: dict, kind: str = "run.event") -> None:
             future.add_done_callback(lambda f: f.exception() and log.error(
                 "publishing to %s failed: %r", group, f.exception()))
             return
-        async_to_sync(layer.group_send)(group, message)
+        _publisher().submit(layer, group, message)
     except Exception:  # the event is in the database; the socket will replay it
         log.exception("publishing to %s failed", group)
+
+
+class _Publisher:
+    """One long-lived event loop in a daemon thread that sends every event of this process,
+    in order, through the channel layer (Redis in services mode).
+
+    Why not async_to_sync per event: each call runs a fresh event loop, and channels-redis
+    keeps its connection pool per loop, so every event opened a new Redis connection; with
+    20 sessions streaming the worker spent its time connecting (benchmarks/bench_stream.py).
+    Sends are drained one at a time from a queue, so events leave in the order they were
+    committed; the caller never waits on Redis (the event is already stored and replayable).
+    """
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.queue: asyncio.Queue | None = None
+        ready = threading.Event()
+        threading.Thread(target=self._run, args=(ready,), name="hermes-event-publisher",
+                         daemon=True).start()
+        ready.wait(5)
+
+    def _run(self, ready: threading.Event) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.queue = asyncio.Queue()
+        self.loop.create_task(self._drain())
+        ready.set()
+        self.loop.run_forever()
+
+    async def _drain(self) -> None:
+        while True:
+            layer, group, message = await self.queue.get()
+            try:
+                await layer.group_send(group, message)
+            except Exception:  # stored already; a reconnecting socket replays it
+                log.exception("publishing to %s failed", group)
+
+    def submit(self, layer, group: str, message: dict) -> None:
+        self.loop.call_soon_threadsafe(self.queue.put_nowait, (layer, group, message))
+
+
+_publisher_lock = threading.Lock()
+_publisher_instance: _Publisher | None = None
+
+
+def _publisher() -> _Publisher:
+    global _publisher_instance
+    with _publisher_lock:
+        if _publisher_instance is None:
+            _publisher_instance = _Publisher()
+        return _publisher_instance
