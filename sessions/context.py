@@ -24,7 +24,8 @@ from django.utils import timezone
 
 from agents.breaker import PROCESS_CLOCK_ID, CompactionBreaker
 from agents.compaction import (Skip, build_summary_request, compaction_threshold,
-                               compacted_transcript, drop_middle, plan_compaction)
+                               compacted_transcript, drop_middle, fallback_summary,
+                               plan_compaction)
 from agents.errors import LeaseLost, TransportError
 from agents.messages import Message as AgentMessage
 from agents.prune import is_cold_resume, plan_prune
@@ -32,7 +33,7 @@ from agents.tokens import estimate_message_tokens, estimate_text_tokens
 from sessions.events import event_append
 from sessions.leases import lease_validate
 from sessions.models import Message, Session
-from sessions.transcript import history_load
+from sessions.transcript import history_load, message_row, message_to_agent
 
 log = logging.getLogger("hermes.context")
 
@@ -97,16 +98,10 @@ def transcript_replace(*, session: Session, turn_owner: str, new_live: list[Agen
     # One INSERT for the whole live set (ids come back, in order, from RETURNING): a tail of
     # a few hundred rows inserted one by one cost more than archiving 10,000 (bench-context).
     rows = Message.objects.bulk_create([
-        Message(session=session, role=m.role, content=m.content, sent_content=m.sent_content,
-                tool_calls=[c.to_dict() for c in m.tool_calls],
-                tool_call_id=m.tool_call_id or "", tool_name=m.tool_name or "",
-                is_error=m.is_error, reasoning=m.reasoning or "", kind=kinds.get(i, ""),
-                stable_prefix_chars=m.stable_prefix_len)
+        message_row(session=session, message=m, kind=kinds.get(i, ""))
         for i, m in enumerate(new_live)])
     Session.objects.filter(pk=session.pk).update(message_count=len(rows),
                                                  last_activity_at=timezone.now())
-    from sessions.transcript import message_to_agent
-
     return [message_to_agent(r) for r in rows]
 
 
@@ -215,3 +210,36 @@ def cold_resume(session: Session, *, idle_seconds: float) -> bool:
     """True when this turn resumes after longer than the cache TTL and cold prune is on."""
     ttl = CACHE_TTL_SECONDS.get(settings.HERMES["CACHE_TTL"], 300)
     return settings.HERMES["PRUNE_ON_COLD_RESUME"] and is_cold_resume(idle_seconds, ttl)
+
+
+def session_micro_compact(*, ctx, sink) -> bool:
+    """Micro-compaction (off by default; HERMES_MICRO_COMPACTION): after a turn, fold the
+    oldest un-absorbed exchange into one rolling summary. The splice and its archive are ONE
+    transaction (every live row → active=0, compacted=1; the new summary and survivors
+    inserted), so a resume can never load both the summary and what it summarised (seed,
+    "The lesson hiding in micro-compaction"). Returns True when a fold was committed."""
+    from agents.compaction import build_fold_request, micro_commit, plan_micro_compaction
+
+    session = ctx.session
+    live = history_load(session=session)
+    plan = plan_micro_compaction(live)
+    if plan is None:
+        return False
+    request = build_fold_request(plan, model=session.model, max_tokens=2_000)
+    try:
+        response = ctx.transport.complete(request, on_text=lambda _t: None)
+    except TransportError as exc:  # nothing spliced: the transcript stays as it was
+        log.warning("micro-compaction summariser failed for session %s: %s", session.pk, exc)
+        return False
+    sink.usage_recorded(response.usage, request, response, purpose="summary")
+    folded = response.message.content.strip() or fallback_summary(plan.exchange)
+    with transaction.atomic():
+        stored = transcript_replace(session=session, turn_owner=ctx.owner,
+                                    new_live=micro_commit(plan, folded),
+                                    kind_of_first={0: "summary"})
+        event_append(session_id=session.pk, type="compaction", payload={
+            "turn_id": ctx.turn.pk, "kind": "micro", "reason": "micro",
+            "tokens_before": sum(estimate_message_tokens(m) for m in live),
+            "tokens_after": sum(estimate_message_tokens(m) for m in stored),
+            "messages_archived": len(plan.archive_ids), "summary": stored[0].content})
+    return True

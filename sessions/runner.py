@@ -192,6 +192,13 @@ def turn_execute(*, session: Session, turn: Turn, owner: str) -> str:
             return _finish(ctx, sink, Turn.Status.FAILED, "turn.failed",
                            {"reason": f"Internal error ({type(exc).__name__}); the message "
                                       "was kept and you can retry."}, error=repr(exc))
+    if settings.HERMES["MICRO_COMPACTION"]:
+        from sessions.context import session_micro_compact
+
+        try:
+            session_micro_compact(ctx=ctx, sink=sink)
+        except LeaseLost:
+            return "lease_lost"
     return _finish(ctx, sink, Turn.Status.COMPLETED, "turn.finished",
                    {"text": result.text[:2000], "status": result.status,
                     "iterations": result.iterations})

@@ -47,8 +47,9 @@ def message_store(*, session: Session, message: AgentMessage, owner: str,
         return _insert(session=session, message=message, kind=kind)
 
 
-def _insert(*, session: Session, message: AgentMessage, kind: str = "") -> Message:
-    row = Message.objects.create(
+def message_row(*, session: Session, message: AgentMessage, kind: str = "") -> Message:
+    """An unsaved row for ``message`` (the one place the agent → row mapping lives)."""
+    return Message(
         session=session, role=message.role, content=message.content,
         sent_content=message.sent_content,
         tool_calls=[c.to_dict() for c in message.tool_calls],
@@ -56,6 +57,11 @@ def _insert(*, session: Session, message: AgentMessage, kind: str = "") -> Messa
         is_error=message.is_error, reasoning=message.reasoning or "", kind=kind,
         stable_prefix_chars=message.stable_prefix_len,
     )
+
+
+def _insert(*, session: Session, message: AgentMessage, kind: str = "") -> Message:
+    row = message_row(session=session, message=message, kind=kind)
+    row.save(force_insert=True)
     Session.objects.filter(pk=session.pk).update(message_count=F("message_count") + 1,
                                                  last_activity_at=timezone.now())
     return row

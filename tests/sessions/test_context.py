@@ -173,3 +173,24 @@ def test_idle_compaction_on_resume_when_configured(small_window, settings):
     assert RunEvent.objects.filter(session=session, type="compaction",
                                    payload__reason="idle").count() == 1
     assert RunEvent.objects.filter(session=session, type="compaction").count() == before + 1
+
+
+def test_micro_compaction_archives_what_it_folds_so_resume_never_double_loads(
+        small_window, settings):
+    from agents.compaction import double_loaded
+    from sessions.transcript import history_load
+
+    user, session = small_window
+    settings.HERMES = {**settings.HERMES, "MICRO_COMPACTION": True}
+    for n in range(5):
+        assert chat(user, session, f"please read big.txt, round {n}").status == "completed"
+    micro = RunEvent.objects.filter(session=session, type="compaction", payload__kind="micro")
+    assert micro.count() >= 2
+    live = history_load(session=session)  # exactly what a resumed worker loads
+    assert double_loaded(live) == []
+    rolling = [m for m in live if m.content.startswith("[ROLLING SUMMARY")]
+    assert len(rolling) == 1 and live[0] is rolling[0]
+    # What was folded is archived (findable, not replayed), not deleted.
+    assert Message.objects.filter(session=session, active=False, compacted=True,
+                                  content__contains="round 0").exists()
+    assert not any("round 0" in m.content for m in live[1:])
