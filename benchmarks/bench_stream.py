@@ -73,6 +73,9 @@ def script_text(session_index: int, start: int, count: int) -> str:
 # --- the simulated model and its send stamps ---------------------------------------------------
 SENT: dict[str, int] = {}
 """token word -> time.monotonic_ns() right after its chunk was flushed."""
+SENT_WALL: dict[str, float] = {}
+"""token word -> time.time() at the same moment: compared with the event's ``ts`` (the
+worker's wall clock when it stored the event) to split the delay into stages."""
 SENT_LOCK = threading.Lock()
 
 
@@ -100,12 +103,13 @@ def stamp_sends() -> None:
         write(self, data)
         if b'"text_delta"' not in data:
             return
-        now = time.monotonic_ns()
+        now, wall = time.monotonic_ns(), time.time()
         body = data.split(b"data: ", 1)[1]
         piece = json.loads(body)["delta"]["text"].strip()
         if piece:
             with SENT_LOCK:
                 SENT[piece] = now
+                SENT_WALL[piece] = wall
 
     server._Handler.write = stamped
 
@@ -118,6 +122,8 @@ class Watch:
     index: int
     session_id: int
     received: dict[str, int] = field(default_factory=dict)
+    stages: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """token word -> (event ts, receive time.time()) for the stage breakdown."""
     duplicates: int = 0
     seqs: list[int] = field(default_factory=list)
     assistant_texts: list[str] = field(default_factory=list)
@@ -195,7 +201,7 @@ class WebSocket:
         self.writer.close()
 
 
-def on_frame(watch: Watch, frame: dict, now: int) -> None:
+def on_frame(watch: Watch, frame: dict, now: int, wall: float) -> None:
     if "seq" not in frame:
         watch.errors.append(str(frame)[:200])
         return
@@ -206,6 +212,7 @@ def on_frame(watch: Watch, frame: dict, now: int) -> None:
             if word in watch.received:
                 watch.duplicates += 1
             watch.received[word] = now
+            watch.stages[word] = (frame.get("ts", 0.0), wall)
     elif kind == "message.added":
         message = frame["payload"]["message"]
         if message["role"] == "assistant":
@@ -219,7 +226,7 @@ def on_frame(watch: Watch, frame: dict, now: int) -> None:
 async def read_socket(watch: Watch, socket: WebSocket) -> None:
     try:
         while (text := await socket.receive()) is not None:
-            on_frame(watch, json.loads(text), time.monotonic_ns())
+            on_frame(watch, json.loads(text), time.monotonic_ns(), time.time())
     except (asyncio.IncompleteReadError, ConnectionError):
         pass
     if not watch.finished.is_set():
@@ -373,6 +380,22 @@ def report(watches: list[Watch], wall: float) -> None:
                      gaps, "yes" if texts_ok else "NO", watch.status or "no end"))
     print_table("Per session (delay in ms)", ("session", "sent", "received", "lost", "p50",
                                               "p95", "seq gaps", "text equal", "ended"), rows)
+    stored: list[float] = []
+    delivered: list[float] = []
+    for watch in watches:
+        for word, (ts, received) in watch.stages.items():
+            if word in SENT_WALL and ts:
+                stored.append((ts - SENT_WALL[word]) * 1000)
+                delivered.append((received - ts) * 1000)
+    print_table("Where the delay is (ms; wall clocks of one machine)",
+                ("stage", "p50", "p95", "max"), [
+                    ("token sent -> its text.delta stored (worker: read, batch, INSERT)",
+                     percentile(stored, 50), percentile(stored, 95),
+                     max(stored) if stored else float("nan")),
+                    ("stored -> frame at the socket (commit, publish, layer, daphne)",
+                     percentile(delivered, 50), percentile(delivered, 95),
+                     max(delivered) if delivered else float("nan")),
+                ])
     p50, p95 = percentile(delays, 50), percentile(delays, 95)
     finished = sum(1 for w in watches if w.status == "turn.finished")
     errors = sum(len(w.errors) for w in watches)

@@ -162,7 +162,11 @@ def event_html(event: dict, *, user=None) -> str | None:
                 "level": "error", "dom_id": dom_id("turn-error", payload.get("turn_id")),
                 "text": f"The turn failed: {payload.get('reason', '')}"})
         return html
-    if type in ("error", "compaction", "cache.warning", "prune"):
+    if type == "compaction":
+        return _partial("compaction-divider", {
+            "dom_id": dom_id("event", event["seq"]), "text": notice_text(type, payload),
+            "summary_html": markdown_html(str(payload.get("summary") or ""))})
+    if type in ("error", "cache.warning", "prune"):
         return _partial("notice", {"level": "error" if type == "error" else "info",
                                    "dom_id": dom_id("event", event["seq"]),
                                    "text": notice_text(type, payload)})
