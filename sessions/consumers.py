@@ -178,6 +178,12 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         else:
             await self.deliver(event)
 
+    async def run_events(self, message: dict) -> None:
+        """Several events of one group sent as one channel message, in order (the
+        publisher merges events that queued behind a slow send; sessions/events.py)."""
+        for event in message["events"]:
+            await self.run_event({"type": "run.event", "event": event})
+
     async def force_close(self, message: dict) -> None:
         """The user logged out: close every socket of theirs."""
         await self.close(code=CLOSE_UNAUTHENTICATED)

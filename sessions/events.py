@@ -11,6 +11,7 @@ import asyncio
 import logging
 import threading
 import time
+from collections import deque
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.db import transaction
@@ -99,20 +100,30 @@ def group_publish(group: str, data: dict, kind: str = "run.event") -> None:
         log.exception("publishing to %s failed", group)
 
 
+MAX_BATCH_EVENTS = 200
+"""Most events one channel-layer message carries when a group's sends fell behind."""
+
+
 class _Publisher:
-    """One long-lived event loop in a daemon thread that sends every event of this process,
-    in order, through the channel layer (Redis in services mode).
+    """One long-lived event loop in a daemon thread that sends every event of this process
+    through the channel layer (Redis in services mode), in order within each group.
 
     Why not async_to_sync per event: each call runs a fresh event loop, and channels-redis
-    keeps its connection pool per loop, so every event opened a new Redis connection; with
-    20 sessions streaming the worker spent its time connecting (benchmarks/bench_stream.py).
-    Sends are drained one at a time from a queue, so events leave in the order they were
-    committed; the caller never waits on Redis (the event is already stored and replayable).
+    keeps its connection pool per loop, so every event opened a new Redis connection.
+
+    Why a lane per group: channels-redis spends four Redis round trips on one group_send,
+    and in a worker whose 20 threads hold the GIL each round trip also waits for the GIL
+    (up to the 5 ms switch interval). Sent one at a time for the whole process, 20 sessions
+    streaming (about 400 events/s) built a backlog of seconds (benchmarks/bench_stream.py).
+    Each group now has its own lane: groups are sent concurrently, a group's events stay in
+    commit order, and events that queued up behind a slow send leave together as one
+    "run.events" message (sessions/consumers.py handles both kinds). The caller never waits
+    on Redis: the event is already stored and replayable.
     """
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
-        self.queue: asyncio.Queue | None = None
+        self.lanes: dict[str, deque] = {}
         ready = threading.Event()
         threading.Thread(target=self._run, args=(ready,), name="hermes-event-publisher",
                          daemon=True).start()
@@ -120,21 +131,42 @@ class _Publisher:
 
     def _run(self, ready: threading.Event) -> None:
         asyncio.set_event_loop(self.loop)
-        self.queue = asyncio.Queue()
-        self.loop.create_task(self._drain())
         ready.set()
         self.loop.run_forever()
 
-    async def _drain(self) -> None:
-        while True:
-            layer, group, message = await self.queue.get()
+    def submit(self, layer, group: str, message: dict) -> None:
+        """Queue ``message`` for ``group`` (any thread; returns at once)."""
+        self.loop.call_soon_threadsafe(self._enqueue, layer, group, message)
+
+    def _enqueue(self, layer, group: str, message: dict) -> None:
+        lane = self.lanes.get(group)
+        if lane is None:
+            lane = self.lanes[group] = deque()
+            self.loop.create_task(self._drain(layer, group, lane))
+        lane.append(message)
+
+    async def _drain(self, layer, group: str, lane: deque) -> None:
+        """Send the lane's messages in order until it is empty, then retire the lane (same
+        loop, no await between the emptiness check and the removal, so nothing is dropped)."""
+        while lane:
+            message = _coalesce(lane)
             try:
                 await layer.group_send(group, message)
             except Exception:  # stored already; a reconnecting socket replays it
                 log.exception("publishing to %s failed", group)
+        del self.lanes[group]
 
-    def submit(self, layer, group: str, message: dict) -> None:
-        self.loop.call_soon_threadsafe(self.queue.put_nowait, (layer, group, message))
+
+def _coalesce(lane: deque) -> dict:
+    """Pop the next message of ``lane``; consecutive run.event messages waiting behind it
+    are merged into one ``{"type": "run.events", "events": [...]}`` (order kept)."""
+    first = lane.popleft()
+    if first["type"] != "run.event" or not lane or lane[0]["type"] != "run.event":
+        return first
+    events = [first["event"]]
+    while lane and lane[0]["type"] == "run.event" and len(events) < MAX_BATCH_EVENTS:
+        events.append(lane.popleft()["event"])
+    return {"type": "run.events", "events": events, "sent_at": first["sent_at"]}
 
 
 _publisher_lock = threading.Lock()

@@ -14,16 +14,14 @@ seconds.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.browser.test_chat import CHROMIUM, CHROMIUM_ARGS, ROOT, free_port, wait_for_port
+from tests.browser.conftest import embedded_server
+from tests.browser.conftest import logged_in as login_context
 
 pytestmark = pytest.mark.browser
 
@@ -65,56 +63,16 @@ def server(tmp_path_factory):
     begin = time.monotonic()
     _begin.append(begin)
     data = tmp_path_factory.mktemp("hermes-approvals")
-    web_port, sim_port = free_port(), free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(
-        ("DATABASE_URL", "REDIS_URL", "HERMES_", "ANTHROPIC_", "OPENAI_", "DJANGO_"))}
-    env.update({"HERMES_DATA_DIR": str(data), "HERMES_SIMULATOR_PORT": str(sim_port),
-                "HERMES_PROVIDER": "simulator", "HERMES_BACKEND": "local",
-                "HERMES_APPROVAL_TIMEOUT": str(APPROVAL_TIMEOUT),
-                "DJANGO_SETTINGS_MODULE": "hermes_web.settings", "PYTHONUNBUFFERED": "1"})
-    python = sys.executable
+    env = {"HERMES_BACKEND": "local", "HERMES_APPROVAL_TIMEOUT": str(APPROVAL_TIMEOUT)}
     # One process for migrate, the demo admin and the owner: each Django start costs seconds.
-    subprocess.run([python, "manage.py", "shell", "-c", SETUP], cwd=ROOT, env=env, check=True,
-                   capture_output=True, timeout=60)
-    timings["database setup (s)"] = time.monotonic() - begin
-    password = (data / "demo_password").read_text().strip()
-    log = open(data / "server.log", "wb")
-    process = subprocess.Popen([python, "-m", "daphne", "-b", "127.0.0.1", "-p", str(web_port),
-                                "hermes_web.embedded:application"], cwd=ROOT, env=env,
-                               stdout=log, stderr=subprocess.STDOUT)
-    try:
-        wait_for_port(web_port, process, timeout=40)
-        wait_for_port(sim_port, process, timeout=20)
+    with embedded_server(data, env_extra=env, setup=SETUP) as (url, sim_url, password):
         timings["server start (s)"] = time.monotonic() - begin
-        yield f"http://127.0.0.1:{web_port}", f"http://127.0.0.1:{sim_port}", password, data
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        log.close()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
+        yield url, sim_url, password, data
 
 
 def logged_in(browser, url: str, username: str, password: str):
-    context = browser.new_context(viewport={"width": 1200, "height": 900})
-    page = context.new_page()
+    context, page = login_context(browser, url, username, password)
     page.set_default_timeout(WAIT_MS)
-    page.goto(f"{url}/login/")
-    page.fill("#id_username", username)
-    page.fill("#id_password", password)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{url}/")
     return context, page
 
 

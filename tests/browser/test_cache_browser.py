@@ -11,7 +11,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.browser.test_chat import browser, server  # noqa: F401  (module-scoped fixtures)
+from tests.browser.conftest import logged_in
 from tests.sessions.test_prefix_discipline import earliest_message_breakpoint, holds
 
 pytestmark = pytest.mark.browser
@@ -34,17 +34,11 @@ def script_fast_replies(sim_url: str) -> None:
 
 
 def test_twenty_four_browser_turns_keep_the_prefix_and_read_the_cache(
-        server, browser):  # noqa: F811
+        server, browser):
     url, sim_url, password = server
     script_fast_replies(sim_url)
     before = len(httpx.get(f"{sim_url}/_sim/requests", timeout=10).json()["requests"])
-    context = browser.new_context(viewport={"width": 1200, "height": 900})
-    page = context.new_page()
-    page.goto(f"{url}/login/")
-    page.fill("#id_username", "demo")
-    page.fill("#id_password", password)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{url}/")
+    context, page = logged_in(browser, url, "demo", password)
     page.click("#new-session")
     page.wait_for_selector("#composer-text")
     for n in range(1, TURNS + 1):

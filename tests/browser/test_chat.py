@@ -9,88 +9,18 @@ duplicated; then the same page at a 390×844 phone viewport without horizontal s
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
-from pathlib import Path
-
 import httpx
 import pytest
 
+from tests.browser.conftest import logged_in
+
 pytestmark = pytest.mark.browser
 
-ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 FINAL_WORDS = 90
 """Words in the scripted final answer, streamed one token at a time."""
 TOKEN_DELAY = 0.06
 """Seconds per streamed token of the final answer: about 5 s of streaming to reload into."""
 FINAL_TEXT = "Done listing. " + " ".join(f"word{n:03d}" for n in range(FINAL_WORDS)) + " END."
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for_port(port: int, process: subprocess.Popen, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"server exited with {process.returncode}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.2)
-    raise TimeoutError(f"nothing listening on {port} after {timeout} s")
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """daphne in embedded mode on a fresh SQLite database; yields (url, sim_url, password)."""
-    data = tmp_path_factory.mktemp("hermes-browser")
-    web_port, sim_port = free_port(), free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(
-        ("DATABASE_URL", "REDIS_URL", "HERMES_", "ANTHROPIC_", "OPENAI_", "DJANGO_"))}
-    env.update({"HERMES_DATA_DIR": str(data), "HERMES_SIMULATOR_PORT": str(sim_port),
-                "HERMES_PROVIDER": "simulator", "DJANGO_SETTINGS_MODULE": "hermes_web.settings",
-                "PYTHONUNBUFFERED": "1"})
-    python = sys.executable
-    for command in (["manage.py", "migrate", "--noinput"], ["manage.py", "demo_user"]):
-        subprocess.run([python, *command], cwd=ROOT, env=env, check=True,
-                       capture_output=True, timeout=180)
-    password = (data / "demo_password").read_text().strip()
-    log = open(data / "server.log", "wb")
-    process = subprocess.Popen([python, "-m", "daphne", "-b", "127.0.0.1", "-p", str(web_port),
-                                "hermes_web.embedded:application"], cwd=ROOT, env=env,
-                               stdout=log, stderr=subprocess.STDOUT)
-    try:
-        wait_for_port(web_port, process)
-        wait_for_port(sim_port, process)
-        yield f"http://127.0.0.1:{web_port}", f"http://127.0.0.1:{sim_port}", password
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        log.close()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
 
 
 def script_demo(sim_url: str) -> None:
@@ -126,13 +56,7 @@ def transcript_counts(page) -> dict:
 def test_chat_streams_tools_survives_reload_and_fits_a_phone(server, browser):
     url, sim_url, password = server
     script_demo(sim_url)
-    context = browser.new_context(viewport={"width": 1200, "height": 900})
-    page = context.new_page()
-    page.goto(f"{url}/login/")
-    page.fill("#id_username", "demo")
-    page.fill("#id_password", password)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{url}/")
+    context, page = logged_in(browser, url, "demo", password)
     page.click("#new-session")
     page.wait_for_selector("#composer-text")
     chat_url = page.url
