@@ -21,6 +21,19 @@ def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
+class MessageColumns:
+    """Columns shared by the transcript inline and the message list: the content a person
+    reads (excerpted) and whether different bytes were sent to the model (the sidecar)."""
+
+    @admin.display(description="content")
+    def content_excerpt(self, obj: Message) -> str:
+        return excerpt(obj.content)
+
+    @admin.display(description="has sidecar", boolean=True)
+    def sidecar(self, obj: Message) -> bool:
+        return obj.has_sidecar
+
+
 class ReadOnlyInline(admin.TabularInline):
     extra = 0
     can_delete = False
@@ -33,7 +46,7 @@ class ReadOnlyInline(admin.TabularInline):
         return False
 
 
-class TranscriptInline(ReadOnlyInline):
+class TranscriptInline(MessageColumns, ReadOnlyInline):
     """The session's messages by id (the only ordering): role, an excerpt, the flags."""
 
     model = Message
@@ -43,13 +56,6 @@ class TranscriptInline(ReadOnlyInline):
     ordering = ["id"]
     verbose_name_plural = "Transcript"
 
-    @admin.display(description="content")
-    def content_excerpt(self, obj: Message) -> str:
-        return excerpt(obj.content)
-
-    @admin.display(description="has sidecar", boolean=True)
-    def sidecar(self, obj: Message) -> bool:
-        return obj.has_sidecar
 
 
 class TurnInline(ReadOnlyInline):
@@ -84,7 +90,7 @@ class SessionAdmin(admin.ModelAdmin):
 
 
 @admin.register(Message)
-class MessageAdmin(admin.ModelAdmin):
+class MessageAdmin(MessageColumns, admin.ModelAdmin):
     list_display = ["id", "session", "role", "content_excerpt", "tool_name", "active",
                     "compacted", "sidecar", "created_at"]
     list_filter = ["role", "active", "compacted", "kind", "is_error",
@@ -94,13 +100,6 @@ class MessageAdmin(admin.ModelAdmin):
     raw_id_fields = ["session"]
     readonly_fields = ["created_at"]
 
-    @admin.display(description="content")
-    def content_excerpt(self, obj: Message) -> str:
-        return excerpt(obj.content)
-
-    @admin.display(description="has sidecar", boolean=True)
-    def sidecar(self, obj: Message) -> bool:
-        return obj.has_sidecar
 
 
 @admin.register(Turn)

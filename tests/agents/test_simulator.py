@@ -4,7 +4,6 @@ started server. Wire shapes, validation errors, faults, scripts and the demo pol
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import anthropic
 import httpx
@@ -20,22 +19,6 @@ TOOLS = [{"name": n, "description": f"{n} tool", "input_schema": {"type": "objec
                    "skills_list", "skill_view", "session_search")]
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[SimulatorServer]:
-    sim = SimulatorServer().start()
-    yield sim
-    sim.stop()
-
-
-@pytest.fixture
-def sim(server: SimulatorServer) -> SimulatorServer:
-    server.state.reset()
-    return server
-
-
-@pytest.fixture
-def client(sim: SimulatorServer) -> anthropic.Anthropic:
-    return anthropic.Anthropic(base_url=sim.url, api_key="sim-key", max_retries=0)
 
 
 def user(text: str) -> dict:

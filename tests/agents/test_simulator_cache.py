@@ -3,16 +3,13 @@ anthropic SDK and httpx read back over HTTP."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 
 import anthropic
 import httpx
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agents.simulator import CacheBlock, PromptCache, SimClock, SimulatorServer
-from agents.simulator.script import Reply, ScriptRule
 
 
 def blocks(*sizes: int, marks: dict[int, str] | None = None, salt: str = "") -> list[CacheBlock]:
@@ -114,22 +111,6 @@ def test_buckets_always_add_up_to_the_prompt(spec: list, advances: list[int]) ->
 SYSTEM = "You are Hermes, a careful agent. " * 200  # about 1,400 tokens
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[SimulatorServer]:
-    sim = SimulatorServer(script=[ScriptRule(reply=Reply(text="ok"))]).start()
-    yield sim
-    sim.stop()
-
-
-@pytest.fixture
-def sim(server: SimulatorServer) -> SimulatorServer:
-    server.state.reset()
-    return server
-
-
-@pytest.fixture
-def client(sim: SimulatorServer) -> anthropic.Anthropic:
-    return anthropic.Anthropic(base_url=sim.url, api_key="sim-key", max_retries=0)
 
 
 def _ask(client: anthropic.Anthropic, system: str, ttl: str = "5m", text: str = "hi"):

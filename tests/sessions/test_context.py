@@ -7,7 +7,7 @@ import pytest
 
 from agents.simulator.script import Reply, Script, ToolCallSpec
 from sessions.context import breaker_load
-from sessions.models import Message, RunEvent, Session, Turn
+from sessions.models import Message, RunEvent, Turn
 from sessions.search import message_search, session_search_for_tool
 from sessions.services import session_create, session_rewind, turn_start, workspace_path
 from sessions.tasks import turn_run_task
