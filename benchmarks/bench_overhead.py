@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import gc
 import json
 import random
 import sys
@@ -223,6 +224,22 @@ def _timed(name: str, fn):
     return wrapper
 
 
+def _gc_timer():
+    """A gc callback charging every collection's pause to the current iteration, by
+    generation (the components table shows them): pauses are harness time too."""
+    started: dict[str, float] = {}
+
+    def callback(phase: str, info: dict) -> None:
+        if phase == "start":
+            started["t"] = time.perf_counter()
+        elif "t" in started:
+            elapsed = time.perf_counter() - started.pop("t")
+            if not REC.in_call:  # in the call: the simulator's or the SDK's allocations
+                REC.components[REC.iteration()][
+                    f"gc pauses (generation {info['generation']})"] += elapsed
+    return callback
+
+
 def instrument() -> None:
     """Wrap the model call, the iteration boundary and the components (class/module level,
     so the real objects the runner builds are the ones measured)."""
@@ -270,6 +287,7 @@ def instrument() -> None:
     runner.lease_renew = _timed("lease_renew", runner.lease_renew)
     loads = _timed("history_load", sessions.transcript.history_load)
     runner.history_load = loads
+    gc.callbacks.append(_gc_timer())
 
 
 def turn_iterations(rec: Recorder) -> list[tuple[str, float, dict[str, float]]]:
@@ -353,6 +371,11 @@ def run(args, bench, sim) -> int:
         REC.turn_start = time.perf_counter()
         turn_run_task.apply(args=[session.pk])
         REC.turn_end = time.perf_counter()
+        # The simulator shares this process's heap: its log of every request body (about
+        # 600 KB of JSON each here) would make each garbage collection of the harness
+        # slower run after run; a worker's heap holds no such thing.
+        with sim.state.lock:
+            sim.state.requests.clear()
         status = Turn.objects.filter(session=session).order_by("-id").values_list(
             "status", "error").first()
         if status[0] != Turn.Status.COMPLETED:
@@ -390,6 +413,18 @@ def run(args, bench, sim) -> int:
                       percentile(model_ms, 95), max(model_ms)))
     print_table("Where the time goes, per iteration (ms; components nest, so they overlap)",
                 ("component", "mean", "p95", "max"), comp_rows)
+    kinds = ("first", "middle", "last")
+    kind_rows = []
+    for name in names:
+        row: list = [name]
+        for kind in kinds:
+            values = [comps.get(name, 0.0) for k, _, comps in iterations if k == kind]
+            row += [sum(values) / len(values) if values else float("nan"),
+                    percentile(values, 95)]
+        kind_rows.append(tuple(row))
+    print_table("The same by kind of iteration (ms)",
+                ("component", *(f"{k} {s}" for k in kinds for s in ("mean", "p95"))),
+                kind_rows)
 
     p95 = percentile(overhead, 95)
     print_table("Targets (issue 2, Speed)", ("figure", "measured", "target", "verdict"), [

@@ -38,9 +38,12 @@ def start_if_configured() -> None:
 
 
 def start_simulator() -> str:
-    """Serve the provider simulator on HERMES["SIMULATOR_PORT"]; returns its URL."""
+    """Serve the provider simulator on HERMES["SIMULATOR_PORT"] (once per process); returns
+    its URL."""
     from agents.simulator import SimulatorServer
 
+    if "simulator" in _handles:
+        return _handles["simulator"].url
     server = SimulatorServer(host="127.0.0.1", port=settings.HERMES["SIMULATOR_PORT"]).start()
     _handles["simulator"] = server
     log.warning("provider simulator serving at %s", server.url)
@@ -110,11 +113,13 @@ def start_expiry_sweep() -> threading.Thread:
     return thread
 
 
-def _application():
-    from hermes_web.asgi import application as asgi_application
+def __getattr__(name: str):
+    """``hermes_web.embedded:application`` (what `make run` serves): the ASGI application,
+    with the embedded worker and simulator started on first access. Lazy (PEP 562) so that
+    importing this module for its functions (the CLI, tests) starts nothing."""
+    if name == "application":
+        from hermes_web.asgi import application as asgi_application
 
-    start_if_configured()
-    return asgi_application
-
-
-application = _application()
+        start_if_configured()
+        return asgi_application
+    raise AttributeError(name)

@@ -157,7 +157,7 @@ else:
                                   "CONFIG": {"capacity": 2000}}}
 
 # --- Celery -----------------------------------------------------------------------------
-CELERY_BROKER_URL = REDIS_URL or "memory://"
+CELERY_BROKER_URL = REDIS_URL or "memory://localhost/"
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
@@ -230,6 +230,9 @@ HERMES = {
     "SIMULATOR_URL": env_str("HERMES_SIMULATOR_URL", f"http://127.0.0.1:{_SIM_PORT}"),
     "SIMULATOR_PORT": _SIM_PORT,
     "SIMULATOR_EMBEDDED": env_bool("HERMES_SIMULATOR_EMBEDDED", EMBEDDED),
+    # `manage.py hermes chat` in embedded mode runs its own worker threads (tests that
+    # provide a worker turn this off).
+    "CLI_EMBEDDED_WORKER": True,
     # Loop.
     "MAX_ITERATIONS": int(env_str("HERMES_MAX_ITERATIONS", "90")),
     "MAX_OUTPUT_TOKENS": int(env_str("HERMES_MAX_OUTPUT_TOKENS", "4096")),

@@ -60,6 +60,8 @@ def event_append(*, session_id: int, type: str, payload: dict) -> RunEvent:
     connection = connections[router.db_for_write(RunEvent)]
     if connection.vendor == "postgresql":
         event = _append_postgresql(connection, session_id, type, payload)
+    elif connection.vendor == "sqlite" and connection.features.can_return_columns_from_insert:
+        event = _append_sqlite(connection, session_id, type, payload)
     else:
         with transaction.atomic():
             Session.objects.filter(pk=session_id).update(event_seq=F("event_seq") + 1)
@@ -93,6 +95,45 @@ def _append_postgresql(connection, session_id: int, type: str, payload: dict) ->
     return event
 
 
+_sqlite_append_lock = threading.Lock()
+"""Serialises this process's own event transactions on SQLite (embedded mode: every writer
+is a thread of one process). SQLite's busy handler sleeps 1, 2, 5 ... up to 100 ms between
+retries, so 20 streaming sessions colliding on the write lock waited hundreds of ms; a
+queue on a Python lock hands the write lock over at once."""
+
+
+def _append_sqlite(connection, session_id: int, type: str, payload: dict) -> RunEvent:
+    """Two raw statements in one transaction (UPDATE ... RETURNING, INSERT ... RETURNING):
+    the ORM's update with an F() expression cost most of the event's CPU. The Python lock
+    is taken only outside a caller's transaction: a caller inside ``atomic`` may already
+    hold SQLite's write lock, and waiting on the Python lock then would deadlock."""
+    created_at = timezone.now()
+    payload_field = RunEvent._meta.get_field("payload")
+    values = [session_id, type, payload_field.get_db_prep_value(payload, connection),
+              RunEvent._meta.get_field("created_at").get_db_prep_value(created_at,
+                                                                      connection)]
+    queued = not connection.in_atomic_block
+    if queued:
+        _sqlite_append_lock.acquire()
+    try:
+        with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+            cursor.execute(_SEQ_SQL, [session_id])
+            row = cursor.fetchone()
+            if row is None:
+                raise Session.DoesNotExist(f"no session {session_id}")
+            seq = row[0]
+            cursor.execute(_INSERT_SQL, [values[0], seq, *values[1:]])
+            pk = cursor.fetchone()[0]
+    finally:
+        if queued:
+            _sqlite_append_lock.release()
+    event = RunEvent(id=pk, session_id=session_id, seq=seq, type=type, payload=payload,
+                     created_at=created_at)
+    event._state.adding = False
+    event._state.db = connection.alias
+    return event
+
+
 def _append_sql() -> str:
     session, event = Session._meta, RunEvent._meta
     column = {f.name: f.column for f in event.concrete_fields}
@@ -104,7 +145,23 @@ def _append_sql() -> str:
             f'RETURNING "{event.pk.column}", "{column["seq"]}"')
 
 
+def _seq_sql() -> str:
+    session = Session._meta
+    return (f'UPDATE "{session.db_table}" SET "event_seq" = "event_seq" + 1 '
+            f'WHERE "{session.pk.column}" = %s RETURNING "event_seq"')
+
+
+def _insert_sql() -> str:
+    event = RunEvent._meta
+    column = {f.name: f.column for f in event.concrete_fields}
+    return (f'INSERT INTO "{event.db_table}" ("{column["session"]}", "{column["seq"]}", '
+            f'"{column["type"]}", "{column["payload"]}", "{column["created_at"]}") '
+            f'VALUES (%s, %s, %s, %s, %s) RETURNING "{event.pk.column}"')
+
+
 _APPEND_SQL = _append_sql()
+_SEQ_SQL = _seq_sql()
+_INSERT_SQL = _insert_sql()
 
 
 _socket_loop: asyncio.AbstractEventLoop | None = None

@@ -286,7 +286,7 @@ def _execute(ctx: TurnContext, sink: DbSink, calls: list[ToolCall]):
     from approvals.services import gate_state
 
     state = gate_state(session=ctx.session, turn=ctx.turn)
-    tool_ctx = toolbox.tool_context(ctx)
+    tool_ctx = toolbox.tool_context(ctx, should_stop=sink.should_stop)
     outcome = dispatch_tool_calls(
         calls, registry=toolbox.registry_for(ctx.session), ctx=tool_ctx,
         gate=toolbox.policy_gate(ctx, state), should_stop=sink.should_stop)

@@ -89,8 +89,9 @@ def backend_for(workspace: Path) -> Backend:
     return LocalBackend()
 
 
-def tool_context(ctx) -> ToolContext:
-    """The ToolContext of one turn (``ctx``: sessions.runner.TurnContext)."""
+def tool_context(ctx, *, should_stop=None) -> ToolContext:
+    """The ToolContext of one turn (``ctx``: sessions.runner.TurnContext). ``should_stop``:
+    the turn's stop flag, polled by long-running tools (the terminal kills its command)."""
     from sessions.search import session_search_for_tool
 
     session = ctx.session
@@ -99,6 +100,7 @@ def tool_context(ctx) -> ToolContext:
         backend=backend_for(ctx.workspace), context_window=ctx.profile.context_window,
         extras=MappingProxyType({
             "skills_dir": deployment_skills_dir(),
+            "should_stop": should_stop,
             "session_search": lambda query: session_search_for_tool(session=session,
                                                                     query=query),
         }))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Callable, Literal, Protocol
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -23,12 +23,14 @@ class CommandResult:
     ``exit_code``: the shell's exit status; negative N means killed by signal N (a timeout
     reports the kill). ``output``: stdout and stderr interleaved as written, decoded as UTF-8
     with replacement characters. ``timed_out``: the timeout expired and the process group was
-    killed.
+    killed. ``interrupted``: the caller's ``should_stop`` turned true (the user pressed stop)
+    and the process group was killed.
     """
 
     exit_code: int
     output: str
     timed_out: bool = False
+    interrupted: bool = False
 
 
 class Backend(Protocol):
@@ -43,10 +45,14 @@ class Backend(Protocol):
     isolated: bool
 
     def run(self, command: str, *, cwd: Path, timeout: float,
-            env: dict[str, str] | None = None) -> CommandResult:
+            env: dict[str, str] | None = None,
+            should_stop: Callable[[], bool] | None = None) -> CommandResult:
         """Run ``command`` with ``bash -c`` in ``cwd``; ``timeout`` in seconds.
 
-        ``env`` entries are added to the backend's minimal environment. Never raises for a
+        ``env`` entries are added to the backend's minimal environment. ``should_stop`` is
+        polled while the command runs; when it turns true the process group is killed and
+        the result says ``interrupted`` (a stop button must stop the command, not only the
+        turn after it). Never raises for a
         failing or timed-out command (that is a result); raises OSError only when the
         process cannot be started at all.
         """

@@ -14,9 +14,10 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import time
 import threading
 from pathlib import Path
-from typing import Literal
+from typing import Callable, Literal
 
 from agents.backends import CommandResult
 
@@ -99,11 +100,16 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
-def run_process(argv: list[str], *, cwd: Path, timeout: float,
-                env: dict[str, str]) -> CommandResult:
+STOP_POLL_SECONDS = 0.25
+"""How often ``should_stop`` is asked while a command runs."""
+
+
+def run_process(argv: list[str], *, cwd: Path, timeout: float, env: dict[str, str],
+                should_stop: Callable[[], bool] | None = None) -> CommandResult:
     """Run ``argv`` in a new session (own process group) with stdin closed.
 
-    ``timeout`` in seconds. On expiry the whole group gets SIGKILL and ``timed_out`` is set.
+    ``timeout`` in seconds. On expiry the whole group gets SIGKILL and ``timed_out`` is set;
+    when ``should_stop()`` turns true (polled every 0.25 s) likewise with ``interrupted``.
     After the leader exits, the group is killed too, so no job outlives the call. stdout and
     stderr share one pipe, so the output is interleaved as written. Raises OSError only if
     the process cannot be started.
@@ -119,20 +125,32 @@ def run_process(argv: list[str], *, cwd: Path, timeout: float,
         raise
     os.close(write_fd)
     capture = _BoundedCapture(read_fd)
-    timed_out = False
+    timed_out = interrupted = False
+    deadline = time.monotonic() + max(timeout, 0.001)
     try:
-        exit_code = proc.wait(timeout=max(timeout, 0.001))
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        _kill_group(proc.pid)
-        exit_code = proc.wait()
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                exit_code = proc.wait(timeout=max(0.001, min(left, STOP_POLL_SECONDS)))
+                break
+            except subprocess.TimeoutExpired:
+                if time.monotonic() >= deadline:
+                    timed_out = True
+                elif should_stop is not None and should_stop():
+                    interrupted = True
+                else:
+                    continue
+                _kill_group(proc.pid)
+                exit_code = proc.wait()
+                break
     finally:
         if proc.returncode is None:
             _kill_group(proc.pid)
             proc.wait()
     _kill_group(proc.pid)
     capture.thread.join(DRAIN_GRACE_SECONDS)
-    return CommandResult(exit_code=exit_code, output=capture.text(), timed_out=timed_out)
+    return CommandResult(exit_code=exit_code, output=capture.text(), timed_out=timed_out,
+                         interrupted=interrupted)
 
 
 class LocalBackend:
@@ -149,7 +167,8 @@ class LocalBackend:
         self.path = path
 
     def run(self, command: str, *, cwd: Path, timeout: float,
-            env: dict[str, str] | None = None) -> CommandResult:
+            env: dict[str, str] | None = None,
+            should_stop: Callable[[], bool] | None = None) -> CommandResult:
         """See agents.backends.Backend.run. HOME is ``cwd`` (the session workspace)."""
         return run_process(["bash", "-c", command], cwd=cwd, timeout=timeout,
-                           env=minimal_env(cwd, env, path=self.path))
+                           env=minimal_env(cwd, env, path=self.path), should_stop=should_stop)

@@ -20,7 +20,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Literal
+from typing import Callable, Literal
 
 from agents.backends import CommandResult
 from agents.backends.local import DEFAULT_PATH, minimal_env, run_process
@@ -85,7 +85,8 @@ class SandboxBackend:
         self.bwrap = bwrap or bwrap_path() or "bwrap"
 
     def run(self, command: str, *, cwd: Path, timeout: float,
-            env: dict[str, str] | None = None) -> CommandResult:
+            env: dict[str, str] | None = None,
+            should_stop: Callable[[], bool] | None = None) -> CommandResult:
         """See agents.backends.Backend.run. ``timeout`` in seconds; on expiry the whole
         tree dies (bubblewrap is the group leader and PID 1's parent: killing it tears down
         the pid namespace)."""
@@ -96,7 +97,8 @@ class SandboxBackend:
         inner_env = minimal_env(Path(root), env, path=self.path)
         argv = bwrap_argv(command, workspace=self.workspace, cwd=Path(real_cwd),
                           env=inner_env, hide=self.hide, bwrap=self.bwrap)
-        return run_process(argv, cwd=Path(real_cwd), timeout=timeout, env=inner_env)
+        return run_process(argv, cwd=Path(real_cwd), timeout=timeout, env=inner_env,
+                           should_stop=should_stop)
 
 
 @functools.cache

@@ -98,15 +98,37 @@ def _output(result: str) -> str:
     return result
 
 
+_LONG_ENTRY = re.compile(r"^[-bcdlpsD?][-rwxsStT?]{9}[.+@]?\s")
+"""A line of `ls -l` output: file type and nine permission characters, then a space."""
+_RESULT_NOTE = re.compile(r"^\[(exit code -?\d+|timed out .*)\]$")
+"""The lines agents/tools/terminal.py appends to a command's output."""
+
+
+def _listing(command: str, output: str) -> str:
+    """One line saying how many entries an ``ls`` listing shows. Long format counts the
+    entry lines (never "total N"), one name per line otherwise; "." and ".." are counted
+    apart so the number matches what a person sees besides them."""
+    lines = [line for line in output.splitlines()
+             if line.strip() and not _RESULT_NOTE.match(line.strip())
+             and not line.startswith("ls: ")]
+    entries = [line for line in lines if _LONG_ENTRY.match(line)]
+    names = [line.split(" -> ")[0].split()[-1] for line in entries] if entries else [
+        line.strip() for line in lines
+        if not re.match(r"total \d", line) and not line.endswith(":")]
+    dots = sum(1 for name in names if name in (".", ".."))
+    count = len(names) - dots
+    noun = "entry" if count == 1 else "entries"
+    besides = " besides . and .." if dots else ""
+    return f"- `{command}` lists {count} {noun}{besides}."
+
+
 def _summary(exchange: ToolExchange) -> str:
     output = _output(exchange.result)
     if exchange.is_error:
         return f"- {exchange.name} failed: {output.strip()[:200]}"
-    if exchange.name == "terminal" and exchange.input.get("command", "").startswith("ls"):
-        entries = [line for line in output.splitlines()
-                   if line[:1] in "-dlcbps" and line.split()[-1:] not in (["."], [".."])
-                   and not line.startswith("total")]
-        return f"- `ls -la` shows {len(entries)} entries."
+    command = str(exchange.input.get("command", "")).strip()
+    if exchange.name == "terminal" and re.match(r"ls(\s|$)", command):
+        return _listing(command, output)
     if exchange.name == "read_file":
         lines = [re.sub(r"^\s*\d+\s*[\t|:→]\s?", "", line) for line in output.splitlines()]
         first = next((line for line in lines if line.strip()), "")

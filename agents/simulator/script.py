@@ -69,7 +69,9 @@ class ScriptRequest:
     - ``tool_names``: the tools offered (empty for a finalizer call).
     - ``last_user_text``: text of the newest user message that has text ("" if none).
     - ``tool_results``: the tool calls answered in the newest message(s), in order; empty
-      unless the request ends with tool results.
+      unless the request ends with tool results (a text block after the results of the
+      newest Anthropic user message is a new question: then empty, and that text is
+      ``last_user_text``).
     - ``iteration``: number of assistant messages already in the history.
     """
 
@@ -101,11 +103,12 @@ def _from_anthropic(body: dict[str, Any]) -> ScriptRequest:
             last_user = text
             break
     exchanges: list[ToolExchange] = []
-    if len(messages) >= 2 and isinstance(messages[-1].get("content"), list):
+    last = messages[-1].get("content") if messages else None
+    if len(messages) >= 2 and isinstance(last, list) and not _text_follows_results(last):
         previous = messages[-2].get("content")
         calls = {b.get("id"): b for b in previous if b.get("type") == "tool_use"} \
             if isinstance(previous, list) else {}
-        for block in messages[-1]["content"]:
+        for block in last:
             if block.get("type") == "tool_result":
                 call = calls.get(block.get("tool_use_id"), {})
                 exchanges.append(ToolExchange(
@@ -117,6 +120,19 @@ def _from_anthropic(body: dict[str, Any]) -> ScriptRequest:
         tool_names=tuple(str(t.get("name")) for t in body.get("tools") or []),
         last_user_text=last_user, tool_results=tuple(exchanges),
         iteration=sum(1 for m in messages if m.get("role") == "assistant"))
+
+
+def _text_follows_results(blocks: list[dict[str, Any]]) -> bool:
+    """Does a non-empty text block come after the tool results of this user message? The
+    Anthropic wire merges a person's new message into the user message that answers an
+    interrupted turn's tool calls; the newest thing said is then that text, not the results."""
+    seen_result = False
+    for block in blocks:
+        if block.get("type") == "tool_result":
+            seen_result = True
+        elif seen_result and block.get("type") == "text" and str(block.get("text", "")).strip():
+            return True
+    return False
 
 
 def _from_openai(body: dict[str, Any]) -> ScriptRequest:

@@ -69,7 +69,8 @@ class Terminal:
             raise ToolError("no command backend is configured for this session")
         requested = int(args.get("timeout", DEFAULT_TIMEOUT))
         timeout = max(1, min(requested, MAX_TIMEOUT))
-        result = ctx.backend.run(command, cwd=ctx.workspace, timeout=timeout)
+        result = ctx.backend.run(command, cwd=ctx.workspace, timeout=timeout,
+                                 should_stop=ctx.extras.get("should_stop"))
         lines = [cap_output(result.output.rstrip("\n"))] if result.output.strip() else [
             "(no output)"]
         if requested > MAX_TIMEOUT:
@@ -77,7 +78,9 @@ class Terminal:
         if result.timed_out:
             lines.append(f"[timed out after {timeout} s; the command and its children were "
                          "killed]")
+        if result.interrupted:
+            lines.append("[stopped by the user; the command and its children were killed]")
         lines.append(f"[exit code {result.exit_code}]")
-        return ToolOutput(text="\n".join(lines), is_error=result.timed_out,
+        return ToolOutput(text="\n".join(lines), is_error=result.timed_out or result.interrupted,
                           metadata={"exit_code": result.exit_code,
                                     "timed_out": result.timed_out})

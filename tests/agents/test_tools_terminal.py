@@ -113,3 +113,19 @@ def test_backend_passes_extra_env(tmp_path: Path) -> None:
     result = LocalBackend().run("echo $FOO", cwd=tmp_path, timeout=5, env={"FOO": "bar"})
     assert result.output == "bar\n" and result.exit_code == 0 and not result.timed_out
     assert os.environ.get("FOO") != "bar"
+
+
+def test_should_stop_kills_a_running_command_and_says_so(tmp_path):
+    import time
+
+    from agents.backends.local import LocalBackend
+    from agents.tools import ToolContext
+    from agents.tools.terminal import Terminal
+
+    started = time.monotonic()
+    ctx = ToolContext(workspace=tmp_path, backend=LocalBackend(),
+                      extras={"should_stop": lambda: time.monotonic() - started > 0.5})
+    output = Terminal().run({"command": "sleep 30; echo never > after.txt", "timeout": 60}, ctx)
+    assert time.monotonic() - started < 5
+    assert output.is_error and "stopped by the user" in output.text
+    assert not (tmp_path / "after.txt").exists()

@@ -13,6 +13,22 @@ from django.core.management.base import CommandError
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+@pytest.fixture
+def worker(settings):
+    """A real Celery worker on whatever broker is configured (Redis in services mode, the
+    in-memory broker otherwise), for the CLI to wait on; the CLI's own is switched off."""
+    from celery.contrib.testing.worker import start_worker
+
+    from hermes_web.celery import app
+
+    settings.HERMES = {**settings.HERMES, "CLI_EMBEDDED_WORKER": False}
+    if settings.CELERY_BROKER_URL.startswith("redis://"):
+        app.control.purge()
+    with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False,
+                      shutdown_timeout=30):
+        yield
+
+
 def run(*args, stdin: str | None = None) -> str:
     out = io.StringIO()
     old = sys.stdin
@@ -25,9 +41,9 @@ def run(*args, stdin: str | None = None) -> str:
     return out.getvalue()
 
 
-def test_chat_prints_the_reply_and_json_events_carry_the_session(make_user, hermes_settings):
-    hermes_settings.HERMES = {**hermes_settings.HERMES, "BACKEND": "local",
-                              "SIMULATOR_EMBEDDED": False}
+def test_chat_prints_the_reply_and_json_events_carry_the_session(make_user, hermes_settings,
+                                                                worker):
+    hermes_settings.HERMES = {**hermes_settings.HERMES, "BACKEND": "local"}
     make_user("erin")
     text = run("chat", "list the files and read README.md", "--user", "erin")
     assert "[tool] terminal" in text and "[tool] read_file" in text
@@ -41,7 +57,6 @@ def test_chat_prints_the_reply_and_json_events_carry_the_session(make_user, herm
 
 
 def test_chat_refuses_an_empty_message_and_another_users_session(make_user, hermes_settings):
-    hermes_settings.HERMES = {**hermes_settings.HERMES, "SIMULATOR_EMBEDDED": False}
     make_user("erin")
     make_user("fred")
     with pytest.raises(CommandError, match="empty"):

@@ -154,3 +154,48 @@ def test_budget_exhaustion_ends_with_a_tool_free_summary_call(alice, simulator):
     assert "tools" not in last_request.body
     assert Message.objects.filter(session=session, role="assistant").last().content.startswith(
         "Summary")
+
+
+def test_stop_kills_the_running_command_and_the_next_message_is_answered(alice, simulator):
+    import threading
+    import time
+
+    from sessions.services import turn_stop
+
+    def policy(request):
+        if request.tool_results:
+            return Reply(text="the command ended")
+        if "sleep" in request.last_user_text:
+            return Reply(text="running it", tool_calls=(
+                ToolCallSpec(name="terminal", input={"command": "sleep 30; echo never"}),))
+        return Reply(text=f"you said: {request.last_user_text}")
+
+    simulator.state.script = Script(policy)
+    session = session_create(user=alice)
+    turn_start(session=session, user=alice, text="please sleep a while")
+    def in_thread():
+        from django.db import connection
+
+        try:
+            run(session.pk)
+        finally:
+            connection.close()
+
+    worker = threading.Thread(target=in_thread)
+    started = time.monotonic()
+    worker.start()
+    while not RunEvent.objects.filter(session=session, type="tool.called").exists():
+        assert time.monotonic() - started < 20
+        time.sleep(0.1)
+    assert turn_stop(session=session)
+    worker.join(timeout=20)
+    assert not worker.is_alive() and time.monotonic() - started < 20
+    turn = Turn.objects.get(session=session)
+    assert turn.status == Turn.Status.CANCELLED
+    result = Message.objects.get(session=session, role="tool")
+    assert result.is_error and "stopped by the user" in result.content
+    assert "never" not in result.content
+    turn_start(session=session, user=alice, text="help me")
+    run(session.pk)
+    last = Message.objects.filter(session=session, role="assistant").last()
+    assert last.content == "you said: help me"

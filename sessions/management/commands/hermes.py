@@ -1,8 +1,9 @@
 """`python manage.py hermes chat|policy`: the CLI over the same services as the web UI.
 
 - ``hermes chat "<message>" [--session ID] [--user NAME] [--json]`` runs one turn through
-  turn_start and the same Celery task (executed in this process), then prints the reply, or
-  every event of the turn as JSON lines carrying the session id.
+  turn_start and the same Celery task (on this process's embedded worker in embedded mode,
+  on the `celery worker` processes in services mode), waits for it, then prints the reply,
+  or every event of the turn as JSON lines carrying the session id.
 - ``hermes policy "<command>" [--user NAME] [--session ID] [--stdin] [--backend B]`` prints
   the approval policy's decision, the rule that made it and the normalised command; with
   --stdin one tab-separated line per input line (decision, rule, command as given), in
@@ -32,6 +33,8 @@ class Command(BaseCommand):
         chat.add_argument("--session", type=int)
         chat.add_argument("--user", default="demo")
         chat.add_argument("--json", action="store_true", help="print events as JSON lines")
+        chat.add_argument("--timeout", type=float, default=600.0,
+                          help="seconds to wait for the turn (default 600)")
         policy = sub.add_parser("policy", help="show the policy decision for a command")
         policy.add_argument("command", nargs="?", default="")
         policy.add_argument("--user", default=None)
@@ -53,17 +56,17 @@ class Command(BaseCommand):
             raise CommandError(f"no user named {name!r} (create one with createsuperuser)")
 
     def chat(self, options) -> None:
-        from sessions.selectors import session_get
-        from sessions.services import session_create, turn_start
-        from sessions.tasks import turn_run_task
-
         from django.conf import settings
 
-        if settings.HERMES["SIMULATOR_EMBEDDED"] and settings.HERMES["PROVIDER"].startswith(
-                "simulator"):
-            from hermes_web.embedded import start_simulator
+        from sessions.selectors import session_get
+        from sessions.services import session_create, turn_start
 
-            start_simulator()  # embedded mode: the simulator lives in this process too
+        if (settings.CELERY_BROKER_URL.startswith("memory://")
+                and settings.HERMES["CLI_EMBEDDED_WORKER"]):
+            # Embedded mode: this process is the worker (and the simulator's host) too.
+            from hermes_web.embedded import start_if_configured
+
+            start_if_configured()
         user = self._user(options["user"])
         if options["session"]:
             from django.http import Http404
@@ -78,8 +81,7 @@ class Command(BaseCommand):
             turn = turn_start(session=session, user=user, text=options["message"])
         except ValidationError as exc:
             raise CommandError("; ".join(exc.messages))
-        turn_run_task.apply(args=[session.pk])  # same task, run here, in order
-        turn.refresh_from_db()
+        turn = self._wait(turn, options["timeout"])
         events = RunEvent.objects.filter(session=session, seq__gt=start_seq).order_by("seq")
         if options["json"]:
             from sessions.events import event_to_dict
@@ -91,13 +93,33 @@ class Command(BaseCommand):
             if event.type == "tool.called":
                 call = event.payload["tool_call"]
                 self.stdout.write(f"[tool] {call['name']} {call['arguments'][:200]}")
-        last = session.messages.filter(role="assistant", active=True).order_by("-id").first()
         if turn.status == "failed":
             raise CommandError(f"turn failed: {turn.error[:500]}")
         if turn.status == "awaiting_approval":
             self.stdout.write("(awaiting approval: decide in the web UI's approval queue)")
-        self.stdout.write(last.content if last else "")
+        reply = (session.messages.filter(role="assistant", active=True,
+                                         id__gt=turn.user_message_id or 0)
+                 .order_by("-id").first())
+        self.stdout.write(reply.content if reply else "")
         self.stdout.write(f"(session {session.pk})")
+
+    def _wait(self, turn, timeout: float):
+        """Poll until ``turn`` ends (completed, failed, cancelled) or waits for a human; the
+        worker (this process in embedded mode, `celery worker` in services mode) runs it."""
+        import time
+
+        from sessions.models import Turn
+
+        deadline = time.monotonic() + timeout
+        ended = {Turn.Status.COMPLETED, Turn.Status.FAILED, Turn.Status.CANCELLED,
+                 Turn.Status.AWAITING_APPROVAL}
+        while time.monotonic() < deadline:
+            turn.refresh_from_db()
+            if turn.status in ended:
+                return turn
+            time.sleep(0.2)
+        raise CommandError(f"turn {turn.pk} did not finish within {timeout:.0f} s "
+                           f"(status {turn.status}); is a worker running?")
 
     def policy(self, options) -> None:
         from agents.commands import parse_command

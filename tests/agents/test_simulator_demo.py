@@ -1,0 +1,87 @@
+"""The demo policy's reading of requests and tool results (agents/simulator/demo.py,
+agents/simulator/script.py): listing counts, and a person's new message merged after an
+interrupted turn's tool results. Pure request parsing plus one round over real HTTP."""
+
+from __future__ import annotations
+
+import anthropic
+import pytest
+
+from agents.simulator import ScriptRequest, SimulatorServer
+from agents.simulator.demo import demo_policy
+
+MODEL = "claude-sim"
+TOOLS = [{"name": n, "description": f"{n} tool", "input_schema": {"type": "object"}}
+         for n in ("read_file", "terminal", "session_search")]
+LONG = ("total 12\n"
+        "drwxr-xr-x 2 u u 4096 Nov 30 04:10 .\n"
+        "drwxr-xr-x 9 u u 4096 Nov 30 04:10 ..\n"
+        "-rw-r--r-- 1 u u   20 Nov 30 04:10 README.md\n"
+        "[exit code 0]")
+
+
+def _after_ls(command: str, output: str, *, extra: list[dict] | None = None) -> dict:
+    """An Anthropic body: the user asked, the model ran ``command``, the result came back."""
+    return {"model": MODEL, "max_tokens": 256, "tools": TOOLS, "messages": [
+        {"role": "user", "content": "list the files"},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "toolu_1", "name": "terminal",
+             "input": {"command": command, "timeout": 30}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": output},
+            *(extra or [])]}]}
+
+
+def _reply(body: dict) -> str:
+    return demo_policy(ScriptRequest.from_body("anthropic", body)).text
+
+
+def test_long_listing_counts_entries_and_says_dot_entries_are_apart() -> None:
+    text = _reply(_after_ls("ls -la", LONG))
+    assert "`ls -la` lists 1 entry besides . and .." in text
+    assert "entries" not in text
+
+
+def test_long_listing_of_25_lines_counts_every_entry() -> None:
+    names = [f"file{i:02}.txt" for i in range(20)] + ["src", "docs", "link"]
+    rows = ["total 96", "drwxr-xr-x 5 u u 4096 Nov 30 04:10 .",
+            "drwxr-xr-x 9 u u 4096 Nov 30 04:10 .."]
+    for name in names:
+        kind = "d" if name in ("src", "docs") else "l" if name == "link" else "-"
+        target = " -> src" if kind == "l" else ""
+        rows.append(f"{kind}rw-r--r-- 1 u u 9 Nov 30 04:10 {name}{target}")
+    text = _reply(_after_ls("ls -la", "\n".join(rows + ["[exit code 0]"])))
+    assert "lists 23 entries besides . and .." in text
+
+
+@pytest.mark.parametrize("output, expected", [
+    ("README.md\nnotes.txt\nzeta.py\n[exit code 0]", "`ls` lists 3 entries."),
+    ("ls: cannot access 'nope': No such file or directory\n[exit code 2]",
+     "`ls` lists 0 entries."),
+    ("alpha\n[exit code 0]", "`ls` lists 1 entry."),
+])
+def test_short_listing_counts_one_name_per_line(output: str, expected: str) -> None:
+    assert expected in _reply(_after_ls("ls", output))
+
+
+def test_new_text_after_tool_results_is_the_question_not_the_results() -> None:
+    body = _after_ls("sleep 100", "the command was stopped before it finished",
+                     extra=[{"type": "text", "text": "help"}])
+    request = ScriptRequest.from_body("anthropic", body)
+    assert request.tool_results == () and request.last_user_text == "help"
+    assert "I am the provider simulator" in demo_policy(request).text
+
+
+def test_results_alone_are_still_summarised() -> None:
+    request = ScriptRequest.from_body("anthropic", _after_ls("ls -la", LONG))
+    assert [x.name for x in request.tool_results] == ["terminal"]
+    assert request.last_user_text == "list the files"
+
+
+def test_merged_new_message_over_http_answers_the_text(sim: SimulatorServer) -> None:
+    client = anthropic.Anthropic(base_url=sim.url, api_key="sim-key", max_retries=0)
+    body = _after_ls("sleep 100", "stopped", extra=[{"type": "text", "text": "read notes.txt"}])
+    message = client.messages.create(model=MODEL, max_tokens=256, tools=TOOLS,
+                                     messages=body["messages"])
+    calls = [b for b in message.content if b.type == "tool_use"]
+    assert [(c.name, c.input["path"]) for c in calls] == [("read_file", "notes.txt")]
