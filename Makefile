@@ -31,14 +31,18 @@ run: demo-user
 ## make up: services mode (needs DATABASE_URL and REDIS_URL): web, worker, beat, simulator
 up: migrate
 	$(PY) manage.py demo_user
+	@echo ""
+	@echo "  Hermes Web (services mode) is starting at http://127.0.0.1:$${WEB_PORT:-8000}/"
+	@echo ""
 	.venv/bin/honcho start
 
 ## make test: the whole suite (pytest). CI sets DATABASE_URL and REDIS_URL for PostgreSQL/Redis.
-## Without REDIS_URL the services-mode tests are deselected; without Debian's chromium the
-## real-browser tests are (both said out loud; .ci/run provides both).
-TEST_MARKS := $(strip $(if $(REDIS_URL),,not services) $(if $(wildcard /usr/bin/chromium),,$(if $(REDIS_URL),,and) not browser))
+## Without DATABASE_URL and REDIS_URL the services-mode tests are deselected; without
+## Debian's chromium the real-browser tests are (both said out loud; .ci/run provides both).
+SERVICES := $(and $(DATABASE_URL),$(REDIS_URL))
+TEST_MARKS := $(strip $(if $(SERVICES),,not services) $(if $(wildcard /usr/bin/chromium),,$(if $(SERVICES),,and) not browser))
 test: install
-	@$(if $(REDIS_URL),,echo "make test: REDIS_URL unset: services-mode tests deselected")
+	@$(if $(SERVICES),,echo "make test: DATABASE_URL/REDIS_URL unset: services-mode tests deselected")
 	@$(if $(wildcard /usr/bin/chromium),,echo "make test: /usr/bin/chromium missing (apt-get install chromium): browser tests deselected")
 	$(PY) -m pytest -q $(if $(TEST_MARKS),-m "$(TEST_MARKS)") $(PYTEST_ARGS)
 

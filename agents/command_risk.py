@@ -275,6 +275,11 @@ _PARSER_FINDINGS: dict[str, tuple[Level, str, str]] = {
     "fork_bomb": ("hardline", "destructive", "a fork bomb exhausts the host"),
 }
 
+_SELF_EXPLAINED = frozenset({"pipe_to_shell"})
+"""Parser findings whose detail restates the reason instead of quoting the command: the
+reason stands alone (an approval card said "…from a pipe: a shell reads its script from a
+pipe")."""
+
 
 def assess(parsed: ParsedCommand) -> tuple[Finding, ...]:
     """Every finding for ``parsed``: parser findings (whole line) first, then per command
@@ -282,8 +287,10 @@ def assess(parsed: ParsedCommand) -> tuple[Finding, ...]:
     out: list[Finding] = []
     for rule, detail in parsed.findings:
         level, risk, reason = _PARSER_FINDINGS[rule]
+        if rule not in _SELF_EXPLAINED:
+            reason = f"{reason}: {detail}"
         out.append(Finding(level=level, rule=rule if level == "ask" else "hardline",
-                           risk_class=risk, reason=f"{reason}: {detail}"[:300]))
+                           risk_class=risk, reason=reason[:300]))
     for i, cmd in enumerate(parsed.commands):
         if (floor := _floor(cmd)) is not None:
             out.append(Finding(level="hardline", rule="hardline", risk_class="destructive",

@@ -15,7 +15,9 @@ of the task, so the final message and turn.finished count), minus the time spent
 ``transport.complete``; the sink's callbacks during the stream (text deltas, stop checks)
 are added back, since they are harness work. So model time is the simulator's answer plus
 the SDK's client-side work; everything else counts. A breakdown by component is printed
-(the components nest, so they do not sum).
+(the components nest, so they do not sum), overall and by kind of iteration, with
+garbage-collection pauses outside the model call by generation. The in-process simulator's
+request log is cleared after each turn so its heap does not slow the harness's collections.
 
 Run: ``python benchmarks/bench_overhead.py`` (``make bench``); PostgreSQL when DATABASE_URL
 is set (database hermes_bench_overhead, dropped afterwards), else SQLite in a temporary

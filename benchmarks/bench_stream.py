@@ -22,6 +22,12 @@ delta batching of issue 2 is part of what is measured. Lost: tokens sent but nev
 seq gaps, and each stored assistant message (message.added) compared in full with the text
 the simulator sent for it.
 
+One short turn on a spare session runs first and is not measured (``--cold`` skips it): the
+servers' first turn pays one-off start-up costs (the worker imports the provider SDK, about
+1-2 s of its GIL). A second table splits each token's delay at the event's stored time
+(``ts``): worker side (read, batch, INSERT) and delivery side (commit, publish, layer,
+daphne, socket).
+
 Run: ``python benchmarks/bench_stream.py`` (``make bench``). Bounded to about 2 minutes;
 exits 0 even when a target is missed (prints FAIL).
 """

@@ -179,7 +179,9 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 AXES_FAILURE_LIMIT = int(env_str("HERMES_LOGIN_FAILURE_LIMIT", "5"))
 AXES_COOLOFF_TIME = 0.25  # hours
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+# Lock the (username, address) pair, not either alone: a stranger guessing one account
+# cannot lock everyone out of a shared address, nor one account out of every address.
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/lockout.html"
 SESSION_COOKIE_HTTPONLY = True

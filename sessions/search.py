@@ -16,6 +16,11 @@ from django.db import connection
 from sessions.models import Message, Session, Turn
 
 MAX_QUERY_CHARS = 500
+_START, _STOP = "\ue000", "\ue001"
+"""Private-use characters the database marks matches with; ``_marked`` turns them into « ».
+Marking with « » directly marked twice when the text itself held « » (a session_search
+result quoting an earlier snippet gave «<mark>«README»</mark>»)."""
+_OWN_MARKS = str.maketrans({"«": "‹", "»": "›", _START: "", _STOP: ""})
 WINDOW = 5
 """Messages either side of a hit returned by the session_search tool (hermes-facts §5)."""
 RECALL_TOOL = "session_search"
@@ -24,8 +29,8 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SearchHit:
-    """One matching message: ids, role, the session title, and a snippet with matches marked
-    «like this»."""
+    """One matching message: ids, role, the session title, and a snippet with each match
+    marked once «like this» (« » in the message text itself show as ‹ ›)."""
 
     message_id: int
     session_id: int
@@ -55,21 +60,21 @@ def message_search(*, user, query: str, limit: int = 20,
     if connection.vendor == "postgresql":
         sql = """
             SELECT m.id, m.session_id, s.title, m.role,
-                   ts_headline('simple', m.content, q,
-                               'StartSel=«,StopSel=»,MaxWords=24,MinWords=6,MaxFragments=2'),
+                   ts_headline('simple', m.content, q, %s),
                    m.active
             FROM agent_sessions_message_search ms
             JOIN agent_sessions_message m ON m.id = ms.message_id
             JOIN agent_sessions_session s ON s.id = m.session_id,
                  plainto_tsquery('simple', %s) q
             WHERE ms.owner_id = %s AND ms.tsv @@ q AND (m.active OR m.compacted)"""
-        params = [query, user.pk]
+        params = [f"StartSel={_START},StopSel={_STOP},MaxWords=24,MinWords=6,MaxFragments=2",
+                  query, user.pk]
         # The side table's own owner and id: ordered by its (owner_id, message_id) index.
         order = " ORDER BY ms.message_id DESC LIMIT %s"
     else:
         sql = """
             SELECT m.id, m.session_id, s.title, m.role,
-                   snippet(agent_sessions_message_fts, 0, '«', '»', '…', 16), m.active
+                   snippet(agent_sessions_message_fts, 0, %s, %s, '…', 16), m.active
             FROM agent_sessions_message_fts
             JOIN agent_sessions_message m ON m.id = agent_sessions_message_fts.rowid
             JOIN agent_sessions_session s ON s.id = m.session_id
@@ -78,7 +83,7 @@ def message_search(*, user, query: str, limit: int = 20,
         fts = _fts5_query(query)
         if not fts:
             return []
-        params = [fts, user.pk]
+        params = [_START, _STOP, fts, user.pk]
         order = " ORDER BY m.id DESC LIMIT %s"
     if session_ids is not None:
         if not session_ids:
@@ -91,7 +96,18 @@ def message_search(*, user, query: str, limit: int = 20,
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     return [SearchHit(message_id=r[0], session_id=r[1], session_title=r[2], role=r[3],
-                      snippet=r[4] or "", active=bool(r[5])) for r in rows]
+                      snippet=_marked(r[4] or ""), active=bool(r[5])) for r in rows]
+
+
+def _marked(excerpt: str) -> str:
+    """The database excerpt with each match in « » exactly once: guillemets already in the
+    text become ‹ › first, so every « » pair left is a match mark."""
+    parts = excerpt.split(_START)
+    out = [parts[0].translate(_OWN_MARKS)]
+    for part in parts[1:]:
+        match, _, rest = part.partition(_STOP)
+        out.append("«" + match.translate(_OWN_MARKS) + "»" + rest.translate(_OWN_MARKS))
+    return "".join(out)
 
 
 def session_search_for_tool(*, session: Session, query: str, limit: int = 5) -> list[dict]:

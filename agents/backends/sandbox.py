@@ -34,6 +34,11 @@ _HIDDEN_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/sudoers")
 owner checks would pass; an empty file is bound over each instead."""
 
 
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
+"""Host directories visible (read-only) inside the sandbox; usrmerge symlinks are kept as
+symlinks. Everything else on the host is absent, not merely read-only."""
+
+
 def bwrap_path() -> str | None:
     """Absolute path of the bubblewrap binary, or None."""
     return shutil.which("bwrap", path=DEFAULT_PATH)
@@ -44,8 +49,16 @@ def bwrap_argv(command: str, *, workspace: Path, cwd: Path, env: dict[str, str],
     """The bubblewrap argv that runs ``command`` with ``bash -c`` (order matters: later
     mounts go on top, so /tmp and the hidden trees are replaced before the workspace,
     which may live under one of them, is bound back)."""
-    argv = [bwrap, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
-            "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", "/run"]
+    argv = [bwrap]
+    # A read-only root made of the system directories only: programs and libraries are
+    # there, the host's data (/work, /srv, /home, /root, /var, other workspaces) is not.
+    for path in SYSTEM_DIRS:
+        if os.path.islink(path):
+            argv += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            argv += ["--ro-bind", path, path]
+    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp",
+             "--tmpfs", "/run"]
     for path in hide:
         if os.path.isdir(path):
             argv += ["--tmpfs", path]

@@ -99,7 +99,7 @@ def test_cwd_outside_the_workspace_is_refused(backend, tmp_path):
 def test_argv_drops_privileges_and_unshares_everything(tmp_path):
     argv = bwrap_argv("true", workspace=tmp_path, cwd=tmp_path, env={"A": "1"})
     joined = " ".join(argv)
-    for piece in ("--ro-bind / /", "--unshare-all", "--unshare-user", "--uid 1000",
+    for piece in ("--ro-bind /usr /usr", "--unshare-all", "--unshare-user", "--uid 1000",
                   "--cap-drop ALL", "--die-with-parent", "--new-session", "--clearenv",
                   "--tmpfs /tmp"):
         assert piece in joined
@@ -109,3 +109,16 @@ def test_argv_drops_privileges_and_unshares_everything(tmp_path):
 
 def backend_is_isolated() -> bool:
     return SandboxBackend.isolated is True and SandboxBackend.name == "sandbox"
+
+
+def test_host_data_outside_the_system_dirs_is_not_visible(tmp_path):
+    """Only the system directories are mounted: the application's own tree, other
+    workspaces and /work-like data directories do not exist inside the sandbox."""
+    from agents.backends.sandbox import SandboxBackend
+
+    here = Path(__file__).resolve()
+    backend = SandboxBackend(tmp_path)
+    result = backend.run(f"ls {here.parent} 2>&1; test -e {here} && echo VISIBLE || echo ABSENT;"
+                         " python3 -c 'print(6*7)'", cwd=tmp_path, timeout=30)
+    assert "ABSENT" in result.output and "VISIBLE" not in result.output
+    assert "42" in result.output  # programs still run

@@ -96,6 +96,10 @@ def test_badge_count_drops_after_a_decision(people, session_a, ask, listen,
 
 # available_apps makes the flush after this test TRUNCATE ... CASCADE: the message search
 # side table (sessions migration 0002) references messages and is unknown to Django's flush.
+# PostgreSQL only (marker "services"): SQLite's shared-cache test database answers a second
+# concurrent writer with "database table is locked" instead of making it wait; the product's
+# file database (WAL, IMMEDIATE transactions, 20 s busy timeout) waits instead.
+@pytest.mark.services
 @pytest.mark.django_db(transaction=True,
                         available_apps=[c.name for c in apps.get_app_configs()])
 def test_first_decision_wins_between_two_racing_threads(people, session_a, ask):
