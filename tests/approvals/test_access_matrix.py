@@ -73,6 +73,8 @@ WEBSOCKET_EXPECTED = {
     # route pattern → per actor: True (accepted) or the close code.
     "ws/sessions/<int:session_id>/": {"owner": True, "other": 4404, "admin": True,
                                       "anon": 4401, "admin_on_b": 4404},
+    # Any other path (here "/^"): closed 4404 for everyone, never a router exception.
+    "^": {"owner": 4404, "other": 4404, "admin": 4404, "anon": 4404, "admin_on_b": 4404},
 }
 ADMIN_NAMESPACE = "admin"
 """Every Django admin route: 302 to the admin login for non-staff and anonymous users,
