@@ -2,7 +2,8 @@
 
 Thin: fetch through a selector scoped to the acting user (another user's object is a 404),
 call one service, render. A ValidationError becomes a message on the page, never a 500.
-HTMX requests get the card (or fragment) back in place of a redirect.
+HTMX requests get the card (or fragment) back in place of a redirect; a decision made on
+the review queue page gets the whole queue region back, so nothing there goes stale.
 """
 
 from __future__ import annotations
@@ -43,22 +44,35 @@ def _is_htmx(request: HttpRequest) -> bool:
     return bool(getattr(request, "htmx", False))
 
 
+def _queue_context(user, *, error_for: int | None = None, error: str = "") -> dict:
+    """Context of approvals/queue_region.html: pending and recent cards for ``user``, the
+    card ``error_for`` carrying ``error``."""
+    pending = [approval_card_context(a, user, error=error if a.pk == error_for else "")
+               for a in approval_list_pending(user=user)]
+    recent = [approval_card_context(a, user, error=error if a.pk == error_for else "")
+              for a in approval_list_recent(user=user)]
+    return {"pending_cards": pending, "recent_cards": recent}
+
+
+def _from_queue_page(request: HttpRequest) -> bool:
+    """Was this HTMX request sent by the review queue page (HX-Current-URL)? There the
+    whole region changes (count, pending list, recent decisions), not just one card."""
+    path = getattr(request.htmx, "current_url_abs_path", None) or ""
+    return path.split("?", 1)[0].split("#", 1)[0] == reverse("approval_queue")
+
+
 @login_required
 @require_GET
 def approval_queue_view(request: HttpRequest) -> HttpResponse:
     """Pending requests first (with the decision buttons), recent decisions below."""
-    pending = [approval_card_context(a, request.user)
-               for a in approval_list_pending(user=request.user)]
-    recent = [approval_card_context(a, request.user)
-              for a in approval_list_recent(user=request.user)]
-    return render(request, "approvals/queue.html", {"pending_cards": pending,
-                                                    "recent_cards": recent})
+    return render(request, "approvals/queue.html", _queue_context(request.user))
 
 
 @login_required
 @require_POST
 def approval_decide_view(request: HttpRequest, approval_id: int) -> HttpResponse:
-    """Decide one request; HTMX gets the updated card, a plain form a redirect."""
+    """Decide one request; HTMX gets the updated card (the queue page: the whole queue
+    region and the header badge), a plain form a redirect."""
     approval = approval_get(user=request.user, approval_id=approval_id)
     form = ApprovalDecisionForm(request.POST)
     error = ""
@@ -72,6 +86,16 @@ def approval_decide_view(request: HttpRequest, approval_id: int) -> HttpResponse
         except ValidationError as exc:
             error = " ".join(exc.messages)
             approval.refresh_from_db()
+    if _is_htmx(request) and _from_queue_page(request):
+        # The queue page re-renders its whole region (the card moves from Pending to Recent
+        # decisions, the count drops) and the header badge out of band; errors stay on the
+        # card as a 400, swapped like a 200 (base.html).
+        response = render(request, "approvals/queue_region.html",
+                          {**_queue_context(request.user, error_for=approval.pk, error=error),
+                           "oob_badge": True}, status=400 if error else 200)
+        response["HX-Retarget"] = "#approval-queue"
+        response["HX-Reswap"] = "outerHTML"
+        return response
     if _is_htmx(request):
         # 400 with the card carrying the error: swapped in place like a 200 (base.html).
         return HttpResponse(approval_card_html(approval, request.user, request=request,

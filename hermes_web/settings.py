@@ -145,11 +145,15 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            # Pub/sub: one PUBLISH per event and no polling round trips on receive (the
+            # core layer's four round trips per send and per receive were the stream
+            # backlog: benchmarks/bench_stream.py). Delivery is fire-and-forget, which the
+            # event log covers: every event is stored first and a socket that sees a seq
+            # gap, or reconnects, replays it from the database.
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
             # redis-py 8 defaults socket_timeout to 5 s, which kills an idle consumer's
             # blocking read (channels_redis #422): wait for messages without a timeout.
-            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": None}],
-                       "capacity": 2000, "expiry": 30},
+            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": None}]},
         }
     }
 else:

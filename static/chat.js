@@ -39,13 +39,32 @@
     return Array.prototype.slice.call(template.content.children);
   }
 
+  /* A terminal command that ran but exited non-zero is not "done": the tool result ends
+     with "[exit code N]" (agents/tools/terminal.py), so such a card shows "exit N" in the
+     attention state ("failed"). A tool error (timeout, refusal) stays "error". Cards the
+     server already marks failed are left as they are. */
+  var EXIT_CODE = /\[exit code (-?\d+)\]\s*$/;
+  function markExit(card) {
+    if (!card.classList || !card.classList.contains("tool-card") || card.dataset.status !== "done") return;
+    var output = card.querySelector(".tool-output pre");
+    var match = output && EXIT_CODE.exec(output.textContent);
+    if (!match || match[1] === "0") return;
+    card.dataset.status = "failed";
+    var badge = card.querySelector(".tool-status");
+    if (badge) { badge.textContent = "exit " + match[1]; badge.className = "tool-status status-failed"; }
+  }
+  function markExits(root) {
+    if (root.classList && root.classList.contains("tool-card")) markExit(root);
+    Array.prototype.forEach.call(root.querySelectorAll(".tool-card"), markExit);
+  }
+
   /* Put one rendered element in place: replace the element with the same id (merging only
      the parts listed in data-merge, so a finished tool card keeps its arguments), else
      append it to the transcript (before a streaming bubble, which always stays last). */
   function place(el) {
     var existing = el.id ? document.getElementById(el.id) : null;
     if (existing) {
-      var done = existing.dataset.status === "done" || existing.dataset.status === "error";
+      var done = ["done", "error", "failed"].indexOf(existing.dataset.status) >= 0;
       if (done && el.dataset.status === "running") return;
       var merge = (existing.dataset.merge || "").split(" ").filter(Boolean);
       if (merge.length && existing.tagName === el.tagName && el.dataset.status !== "running") {
@@ -54,6 +73,7 @@
           if (from && to) to.replaceWith(from);
         });
         Object.keys(el.dataset).forEach(function (k) { existing.dataset[k] = el.dataset[k]; });
+        markExits(existing);
         if (window.htmx) htmx.process(existing);
         return;
       }
@@ -64,6 +84,7 @@
       var streaming = document.getElementById("streaming");
       transcript.insertBefore(el, streaming && el !== streaming ? streaming : null);
     }
+    markExits(el);
     if (window.htmx) htmx.process(el);
   }
 
@@ -106,7 +127,9 @@
     if (frame.type === "text.delta") {
       appendDelta(payload);
     } else if (frame.type === "session.updated" && payload.title) {
-      document.getElementById("session-title").textContent = payload.title;
+      var heading = document.getElementById("session-title");
+      heading.textContent = payload.title;
+      heading.title = payload.title;
       document.title = payload.title + " · Hermes Web";
     } else if (frame.type === "session.updated" && payload.rewound_from) {
       window.location.reload();
@@ -190,6 +213,7 @@
     if (!socket && !closedForGood) { clearTimeout(retryTimer); connect(); }
   });
 
+  markExits(transcript);
   connect();
   toBottom();
   window.hermesChat = { lastSeq: function () { return lastSeq; } };

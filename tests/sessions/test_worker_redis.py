@@ -4,10 +4,9 @@ side enqueued on commit, and the events it publishes reach the Redis channel lay
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
 from channels.layers import get_channel_layer
 
 from sessions.events import session_group
@@ -37,22 +36,21 @@ def test_a_turn_enqueued_on_commit_runs_on_a_redis_worker(make_user, hermes_sett
     user = make_user("dora")
     session = session_create(user=user)
     layer = get_channel_layer()
-    channel = async_to_sync(layer.new_channel)()
-    async_to_sync(layer.group_add)(session_group(session.pk), channel)
-    turn = turn_start(session=session, user=user, text="list the files and read README.md")
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        turn.refresh_from_db()
-        if turn.status in (Turn.Status.COMPLETED, Turn.Status.FAILED):
-            break
-        time.sleep(0.2)
-    assert turn.status == Turn.Status.COMPLETED, turn.error
-    async def drain() -> list[str]:
+
+    async def scenario() -> list[str]:
+        # Subscribe first (the pub/sub layer is fire-and-forget), then start the turn.
+        channel = await layer.new_channel()
+        await layer.group_add(session_group(session.pk), channel)
+        await sync_to_async(turn_start)(session=session, user=user,
+                                        text="list the files and read README.md")
         seen: list[str] = []
         while not seen or seen[-1] != "turn.finished":
-            message = await asyncio.wait_for(layer.receive(channel), timeout=10)
-            seen.append(message["event"]["type"])
+            message = await asyncio.wait_for(layer.receive(channel), timeout=60)
+            batch = message["events"] if message["type"] == "run.events" else [message["event"]]
+            seen.extend(event["type"] for event in batch)
         return seen
 
-    seen = async_to_sync(drain)()
-    assert "tool.result" in seen and seen[-1] == "turn.finished"
+    seen = async_to_sync(scenario)()
+    turn = Turn.objects.get(session=session)
+    assert turn.status == Turn.Status.COMPLETED, turn.error
+    assert "tool.called" in seen and "tool.result" in seen and seen[-1] == "turn.finished"
