@@ -29,11 +29,13 @@ MAX_REQUEST_RETRIES = 2
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TurnResult:
     """How a turn ended: ``status`` "completed" or "budget_exhausted"; ``text`` the final
-    assistant text; ``iterations`` model calls counted against the budget."""
+    assistant text; ``iterations`` model calls counted against the budget; ``history`` the
+    live transcript as the turn left it (the caller may keep it for the next turn)."""
 
     status: Literal["completed", "budget_exhausted"]
     text: str
     iterations: int
+    history: tuple[Message, ...] = ()
 
 
 @dataclass(kw_only=True)
@@ -107,7 +109,8 @@ def run_turn(history: list[Message], *, harness: Harness, sink: EventSink,
         message = sink.message_added(response.message)
         history.append(message)
         if not message.tool_calls:
-            return TurnResult(status="completed", text=message.content, iterations=budget.used)
+            return TurnResult(status="completed", text=message.content, iterations=budget.used,
+                              history=tuple(history))
         history += _run_calls(list(message.tool_calls), harness=harness, sink=sink)
     return _finalize(history, harness=harness, sink=sink, budget=budget)
 
@@ -136,4 +139,5 @@ def _finalize(history: list[Message], *, harness: Harness, sink: EventSink,
     sink.usage_recorded(response.usage, request, response)
     # A model that still emits tool calls without tools gets them dropped: nothing can run.
     message = sink.message_added(replace(response.message, tool_calls=()))
-    return TurnResult(status="budget_exhausted", text=message.content, iterations=budget.used)
+    return TurnResult(status="budget_exhausted", text=message.content, iterations=budget.used,
+                      history=(*history, message))

@@ -94,6 +94,7 @@ def transcript_replace(*, session: Session, turn_owner: str, new_live: list[Agen
     # Only active/compacted change: the search trigger watches content, tool_name and
     # tool_calls, so archiving does no search-index work (migration 0002).
     Message.objects.filter(session=session, active=True).update(active=False, compacted=True)
+    Session.objects.filter(pk=session.pk).update(transcript_version=F("transcript_version") + 1)
     kinds = kind_of_first or {}
     # One INSERT for the whole live set (ids come back, in order, from RETURNING): a tail of
     # a few hundred rows inserted one by one cost more than archiving 10,000 (bench-context).
@@ -195,8 +196,9 @@ def session_prune(*, ctx, history: list[AgentMessage], projected: int, forced: b
             Message.objects.filter(pk=after.id, session=session).update(
                 sent_content=after.sent_content,
                 tool_calls=[c.to_dict() for c in after.tool_calls])
-        Session.objects.filter(pk=session.pk).update(prune_rearm_tokens=plan.rearm_level,
-                                                     usage_anchor=None)
+        Session.objects.filter(pk=session.pk).update(
+            prune_rearm_tokens=plan.rearm_level, usage_anchor=None,
+            transcript_version=F("transcript_version") + 1)
         session.prune_rearm_tokens = plan.rearm_level
         event_append(session_id=session.pk, type="prune", payload={
             "turn_id": ctx.turn.pk, "tokens_before": plan.tokens_before,

@@ -38,6 +38,9 @@ class Session(models.Model):
     tool_names = models.JSONField(default=list, blank=True)
     last_activity_at = models.DateTimeField(default=timezone.now)
     message_count = models.IntegerField(default=0)
+    transcript_version = models.IntegerField(
+        default=0, help_text="Bumped by every change to the live transcript that is not an "
+        "append (compaction, prune, rewind), so a worker's cached copy knows it is stale.")
     event_seq = models.BigIntegerField(default=0)
     # Turn lease (lineage root row only).
     lease_owner = models.CharField(max_length=100, blank=True, default="")

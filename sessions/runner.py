@@ -10,8 +10,10 @@ turn ended. No harness decision is made here: this module only fetches, builds a
 from __future__ import annotations
 
 import logging
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 from django.conf import settings
@@ -38,7 +40,7 @@ from sessions.leases import lease_renew, lease_validate
 from sessions.models import Session, Turn
 from sessions.services import workspace_path
 from sessions.sink import DbSink
-from sessions.transcript import history_load
+from sessions.transcript import history_load, message_to_agent
 
 log = logging.getLogger("hermes.runner")
 
@@ -58,14 +60,51 @@ def provider_profile(session: Session) -> ProviderProfile:
 
 
 def provider_transport(profile: ProviderProfile, model: str):
-    """The transport for ``profile``; the key value comes from settings (never os.environ)."""
+    """The transport for ``profile``; the key value comes from settings (never os.environ).
+    One per (profile, model, key) per process: an SDK client holds a connection pool and an
+    SSL context that cost more to build than a whole iteration of the harness."""
     api_key = settings.HERMES["API_KEYS"].get(profile.key_env or "", "") or None
     if api_key is None and profile.name.startswith("simulator"):
         api_key = "simulator"
+    return _transport(profile, model, api_key, settings.HERMES["RETRY_BASE_DELAY"])
+
+
+@lru_cache(maxsize=16)
+def _transport(profile: ProviderProfile, model: str, api_key: str | None, base_delay: float):
     from agents.transports.retry import RetryPolicy
 
-    retry = RetryPolicy(base_delay=settings.HERMES["RETRY_BASE_DELAY"])
-    return get_transport(profile, api_key=api_key, model=model, retry=retry)
+    return get_transport(profile, api_key=api_key, model=model,
+                         retry=RetryPolicy(base_delay=base_delay))
+
+
+@dataclass
+class BoundSession:
+    """What a worker keeps of a session between its turns: the request pipeline (with its
+    memos) and the live transcript as the last turn left it. Valid only while the row's
+    transcript_version and system prompt are unchanged and the live rows are exactly these
+    plus appended ones (sessions/runner.py::_history_for checks all three)."""
+
+    pipeline: RequestPipeline
+    history: tuple[AgentMessage, ...]
+    version: int
+    system_prompt: str
+
+
+BOUND_SESSIONS_MAX = 32
+_bound: OrderedDict[int, BoundSession] = OrderedDict()
+_bound_lock = threading.Lock()
+
+
+def _bound_take(session_id: int) -> BoundSession | None:
+    with _bound_lock:
+        return _bound.pop(session_id, None)
+
+
+def _bound_keep(session_id: int, entry: BoundSession) -> None:
+    with _bound_lock:
+        _bound[session_id] = entry
+        while len(_bound) > BOUND_SESSIONS_MAX:
+            _bound.popitem(last=False)
 
 
 @dataclass
@@ -79,6 +118,8 @@ class TurnContext:
     first_request: bool = True
     loaded: list | None = None
     """The live history as loaded at the start of the turn (reused, not re-read)."""
+    bound: BoundSession | None = None
+    """This worker's copy from the session's previous turn, when still valid."""
 
     @cached_property
     def profile(self) -> ProviderProfile:
@@ -114,6 +155,8 @@ class TurnContext:
     def pipeline(self) -> RequestPipeline:
         self.ensure_prompt()
         session = self.session
+        if self.bound is not None and self.bound.system_prompt == session.system_prompt:
+            return self.bound.pipeline
         stable_len = recover_stable_len(session.system_prompt, home=self.home,
                                         tool_names=session.tool_names, model=session.model,
                                         provider=session.provider)
@@ -131,6 +174,7 @@ class TurnContext:
         (issue 4) and start calibration afresh."""
         Session.objects.filter(pk=self.session.pk).update(system_prompt="")
         self.session.system_prompt = ""
+        self.bound = None  # the previous turn's pipeline describes the old prefix
         old = self.__dict__.pop("pipeline", None)
         if old is not None:  # what the provider told us about sizes still holds
             self.pipeline.input_hint, self.pipeline.last_billed = old.input_hint, old.last_billed
@@ -199,6 +243,7 @@ def turn_execute(*, session: Session, turn: Turn, owner: str) -> str:
             session_micro_compact(ctx=ctx, sink=sink)
         except LeaseLost:
             return "lease_lost"
+    _bind(ctx, result.history)
     return _finish(ctx, sink, Turn.Status.COMPLETED, "turn.finished",
                    {"text": result.text[:2000], "status": result.status,
                     "iterations": result.iterations})
@@ -245,8 +290,39 @@ def _begin(ctx: TurnContext, sink: DbSink) -> list[AgentMessage]:
             user_message = toolbox.user_message_for(ctx.session, turn, ctx.workspace)
             stored = sink.message_added(user_message)
             Turn.objects.filter(pk=turn.pk).update(user_message_id=stored.id)
-    ctx.loaded = history_load(session=ctx.session)
+    ctx.loaded = _history_for(ctx)
     return ctx.loaded
+
+
+def _history_for(ctx: TurnContext) -> list[AgentMessage]:
+    """The live history: this worker's copy from the previous turn plus the rows appended
+    since (one small query), or a full load when the copy is missing or stale."""
+    from sessions.models import Message
+
+    bound = _bound_take(ctx.session.pk)
+    if bound is not None:
+        version = Session.objects.filter(pk=ctx.session.pk).values_list(
+            "transcript_version", flat=True).first()
+        last_id = max((m.id for m in bound.history if m.id is not None), default=0)
+        live = Message.objects.filter(session=ctx.session, active=True)
+        if version == bound.version:
+            new = [message_to_agent(r) for r in live.filter(id__gt=last_id).order_by("id")]
+            if live.count() == len(bound.history) + len(new):
+                ctx.bound = bound
+                return [*bound.history, *new]
+    return history_load(session=ctx.session)
+
+
+def _bind(ctx: TurnContext, history: tuple[AgentMessage, ...]) -> None:
+    """Keep the pipeline and the final history for this session's next turn here."""
+    pipeline = ctx.__dict__.get("pipeline")
+    if pipeline is None or not history or any(m.id is None for m in history):
+        return
+    version = Session.objects.filter(pk=ctx.session.pk).values_list(
+        "transcript_version", flat=True).first()
+    _bound_keep(ctx.session.pk, BoundSession(pipeline=pipeline, history=history,
+                                             version=version,
+                                             system_prompt=ctx.session.system_prompt))
 
 
 def _prepare(ctx: TurnContext, sink: DbSink, history: list[AgentMessage]):

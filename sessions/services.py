@@ -12,6 +12,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from accounts.models import Membership
@@ -156,6 +157,8 @@ def session_rewind(*, session: Session) -> int:
             raise ValidationError("There is nothing to rewind.")
         count = Message.objects.filter(session=session, active=True, id__gte=last_user.id).update(
             active=False, compacted=False)
+        Session.objects.filter(pk=session.pk).update(
+            transcript_version=F("transcript_version") + 1)
         event_append(session_id=session.pk, type="session.updated",
                      payload={"rewound_from": last_user.id, "count": count})
     return count

@@ -66,10 +66,15 @@ def run(session_id: int) -> None:
 
 
 def restart_worker() -> None:
-    """What a fresh worker process has: no recovery verdicts, an empty prefix registry."""
+    """What a fresh worker process has: no recovery verdicts, an empty prefix registry, no
+    sessions bound from earlier turns."""
+    from sessions import runner
+
     with agents_prompt._recovery_lock:
         agents_prompt._recovery_memo.clear()
     REGISTRY.clear()
+    with runner._bound_lock:
+        runner._bound.clear()
 
 
 def _strip(value):

@@ -3,6 +3,8 @@ message stored, streamed events in order, tool results, usage, queueing, leases,
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from agents.errors import LeaseLost
@@ -199,3 +201,19 @@ def test_stop_kills_the_running_command_and_the_next_message_is_answered(alice, 
     run(session.pk)
     last = Message.objects.filter(session=session, role="assistant").last()
     assert last.content == "you said: help me"
+
+
+def test_a_workers_copy_of_the_transcript_is_dropped_when_the_rows_change(alice, simulator):
+    """The worker keeps each session's transcript between turns; a rewind (not an append)
+    makes it stale, and the next request must not carry the rewound exchange."""
+    from sessions.services import session_rewind
+
+    session = session_create(user=alice)
+    for text in ("first about quokka", "second about wombat"):
+        turn_start(session=session, user=alice, text=text)
+        run(session.pk)
+    session_rewind(session=session)
+    turn_start(session=session, user=alice, text="third about narwhal")
+    run(session.pk)
+    body = json.dumps(simulator.state.requests[-1].body)
+    assert "quokka" in body and "narwhal" in body and "wombat" not in body
