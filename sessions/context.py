@@ -54,14 +54,20 @@ def breaker_load(session: Session) -> CompactionBreaker:
                                        clock=lambda: breaker_clock(), clock_id=breaker_clock_id)
 
 
+def breaker_fields(session: Session, breaker: CompactionBreaker) -> dict:
+    """The Session columns holding the breaker: its JSON state and the admin-visible
+    counters mirrored from it (for one UPDATE together with other per-response state)."""
+    state = breaker.to_dict()
+    session.compaction_state = state
+    return {"compaction_state": state,
+            "compaction_ineffective_count": breaker.ineffective_count,
+            "compaction_fallback_streak": breaker.fallback_streak,
+            "compaction_recovery_deadline": state.get("recovery_deadline")}
+
+
 def breaker_save(session: Session, breaker: CompactionBreaker) -> None:
     """Persist the breaker (JSON) and mirror its counters into the admin-visible columns."""
-    state = breaker.to_dict()
-    Session.objects.filter(pk=session.pk).update(
-        compaction_state=state, compaction_ineffective_count=breaker.ineffective_count,
-        compaction_fallback_streak=breaker.fallback_streak,
-        compaction_recovery_deadline=state.get("recovery_deadline"))
-    session.compaction_state = state
+    Session.objects.filter(pk=session.pk).update(**breaker_fields(session, breaker))
 
 
 def compaction_lease_acquire(*, session: Session, owner: str) -> bool:

@@ -373,16 +373,17 @@ def _execute(ctx: TurnContext, sink: DbSink, calls: list[ToolCall]):
 def _observe(ctx: TurnContext, request: ModelRequest, response: ModelResponse) -> None:
     """Where the billed count arrives: re-anchor calibration, judge the compaction verdict,
     track cache health; all persisted on the row."""
-    from sessions.context import breaker_save
+    from sessions.context import breaker_fields
 
     billed = response.usage.prompt_tokens if response.usage else None
     calibrator = ctx.pipeline.calibrator
     calibrator.after_response(billed)
     ctx.pipeline.note_billed(billed)
     ctx.breaker.on_response(billed, ctx.threshold)
-    breaker_save(ctx.session, ctx.breaker)
-    toolbox.cache_health_record(ctx, response.usage)
-    Session.objects.filter(pk=ctx.session.pk).update(usage_anchor=calibrator.to_dict())
+    # One UPDATE for everything a response changes on the row (it runs every iteration).
+    Session.objects.filter(pk=ctx.session.pk).update(
+        usage_anchor=calibrator.to_dict(), **breaker_fields(ctx.session, ctx.breaker),
+        **toolbox.cache_health_fields(ctx, response.usage))
 
 
 def _recover(ctx: TurnContext, sink: DbSink, history: list[AgentMessage],

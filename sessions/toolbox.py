@@ -186,9 +186,10 @@ def user_message_for(session: Session, turn: Turn, workspace: Path) -> AgentMess
     return AgentMessage(role="user", content=text)
 
 
-def cache_health_record(ctx, usage) -> None:
+def cache_health_fields(ctx, usage) -> dict:
     """Feed one call's usage to the cache-health tracker (agents/cache.py); three calls in a
-    row that write the cache and read nothing raise a warning event and the admin flag."""
+    row that write the cache and read nothing raise a warning event and the admin flag.
+    Returns the Session columns to write (the caller writes them with its own UPDATE)."""
     from agents.cache import CacheHealth
     from sessions.events import event_append
 
@@ -201,4 +202,4 @@ def cache_health_record(ctx, usage) -> None:
         updates["cache_warning"] = True
         event_append(session_id=session.pk, type="cache.warning",
                      payload={"turn_id": ctx.turn.pk, "reason": warning})
-    Session.objects.filter(pk=session.pk).update(**updates)
+    return updates
