@@ -217,3 +217,16 @@ def test_a_workers_copy_of_the_transcript_is_dropped_when_the_rows_change(alice,
     run(session.pk)
     body = json.dumps(simulator.state.requests[-1].body)
     assert "quokka" in body and "narwhal" in body and "wombat" not in body
+
+
+def test_three_writes_without_a_read_raise_a_cache_warning_and_the_admin_flag(alice, simulator):
+    from sessions.models import Session
+
+    session = session_create(user=alice)
+    for n in range(3):
+        turn_start(session=session, user=alice, text=f"hello {n}")
+        run(session.pk)
+        simulator.state.clock.advance(600)  # past the 5-minute TTL: every call writes anew
+    warning = RunEvent.objects.get(session=session, type="cache.warning")
+    assert "3 consecutive calls" in warning.payload["reason"]
+    assert Session.objects.get(pk=session.pk).cache_warning
