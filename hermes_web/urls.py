@@ -2,7 +2,9 @@
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.contrib.staticfiles.storage import staticfiles_storage
 from django.urls import include, path
+from django.views.generic import RedirectView
 
 from accounts import views as account_views
 
@@ -11,6 +13,8 @@ urlpatterns = [
     path("logout/", account_views.logout_view, name="logout"),
     path("settings/", account_views.settings_view, name="settings"),
     path("admin/", admin.site.urls),
+    path("favicon.ico", RedirectView.as_view(url=staticfiles_storage.url("favicon.svg"),
+                                             permanent=True), name="favicon"),
     path("approvals/", include("approvals.urls")),
     path("", include("sessions.urls")),
 ]

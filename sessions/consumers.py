@@ -14,13 +14,14 @@ import asyncio
 import json
 import logging
 
+from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.core.exceptions import ValidationError
 from django.http import Http404
 
 from sessions.events import event_to_dict, session_group, socket_loop_register, user_group
-from sessions.rendering import APPROVAL_EVENTS, event_frame
+from sessions.rendering import APPROVAL_EVENTS, PLAIN_EVENTS, event_frame
 from sessions.selectors import event_list_after, session_get
 from sessions.services import turn_start, turn_stop
 
@@ -162,8 +163,12 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
     async def send_frame(self, event: dict) -> None:
         if event["type"] in APPROVAL_EVENTS:
             frame = await database_sync_to_async(event_frame)(event, user=self.user)
+        elif event["type"] in PLAIN_EVENTS:
+            frame = dict(event)  # no partial: nothing to render
         else:
-            frame = event_frame(event)
+            # Markdown and templates cost milliseconds; rendered on the event loop they held
+            # up every other socket's text deltas (benchmarks/bench_stream.py tail).
+            frame = await sync_to_async(event_frame, thread_sensitive=False)(event)
         await self.send_json(frame)
 
     # --- channel-layer handlers ---------------------------------------------------------

@@ -41,6 +41,8 @@ APPROVAL_EVENTS = frozenset({"approval.requested", "approval.decided"})
 STATUS_EVENTS = frozenset({"turn.queued", "turn.started", "turn.finished", "turn.failed",
                            "turn.cancelled", "turn.awaiting_approval"})
 """Event types whose frame carries the turn-status partial."""
+PLAIN_EVENTS = frozenset({"text.delta", "usage", "session.updated"})
+"""Event types the client applies without HTML (event_html returns None for them)."""
 
 
 def markdown_html(text: str) -> SafeString:
@@ -77,11 +79,20 @@ def argument_summary(arguments: Any) -> str:
     return text if len(text) <= SUMMARY_CHARS else text[:SUMMARY_CHARS - 1] + "…"
 
 
+_EXIT_CODE = re.compile(r"\[exit code (-?\d+)\]\s*$")
+"""The last line of a terminal tool result (agents/tools/terminal.py)."""
+
+
 def tool_card(call: dict, result: dict | None = None) -> dict:
     """Context for the tool-call partial: ``call`` is {id, name, arguments}; ``result`` the
     tool message dict (None while running)."""
     output = None if result is None else (result.get("content") or "")
     status = "running" if result is None else ("error" if result.get("is_error") else "done")
+    label = status
+    exit_code = _EXIT_CODE.search(output) if output and call.get("name") == "terminal" else None
+    if status == "done" and exit_code and exit_code.group(1) != "0":
+        # Read before the preview cut, which would drop the trailing marker.
+        status, label = "failed", f"exit {exit_code.group(1)}"
     if output is not None and len(output) > OUTPUT_PREVIEW_CHARS:
         output = output[:OUTPUT_PREVIEW_CHARS] + f"\n… ({len(output):,} chars in all)"
     arguments = call.get("arguments")
@@ -89,7 +100,7 @@ def tool_card(call: dict, result: dict | None = None) -> dict:
                                                                      ensure_ascii=False)
     return {"dom_id": dom_id("tool", call.get("id", "")), "name": call.get("name") or "?",
             "summary": argument_summary(arguments), "arguments": pretty, "status": status,
-            "output": output}
+            "status_label": label, "output": output}
 
 
 def message_item(message: dict, results: dict[str, dict] | None = None) -> dict:

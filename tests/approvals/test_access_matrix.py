@@ -48,6 +48,7 @@ EXPECTED: dict[str, Expect] = {
     "login": Expect(method="GET", owner=302, other=302, admin=302, anon=200),
     "logout": Expect(method="POST", owner=302, other=302, admin=302, anon=LOGIN),
     "settings": Expect(method="GET", owner=200, other=200, admin=200),
+    "favicon": Expect(method="GET", owner=301, other=301, admin=301, anon=301),
     "session_list": Expect(method="GET", owner=200, other=200, admin=200),
     "session_create": Expect(method="POST", owner=302, other=302, admin=302),
     "search": Expect(method="GET", owner=200, other=200, admin=200),

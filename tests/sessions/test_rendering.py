@@ -23,3 +23,29 @@ def test_text_delta_frames_carry_no_html():
     frame = event_frame({"seq": 8, "type": "text.delta", "session_id": 1, "ts": 0.0,
                          "payload": {"text": "hello"}})
     assert "html" not in frame
+
+
+def test_plain_events_really_have_no_partial():
+    """The consumer skips rendering for PLAIN_EVENTS; that must lose nothing."""
+    from sessions.rendering import PLAIN_EVENTS
+
+    for kind in PLAIN_EVENTS:
+        frame = event_frame({"seq": 9, "type": kind, "session_id": 1, "ts": 0.0,
+                             "payload": {"text": "x", "title": "t", "turn_id": 1}})
+        assert "html" not in frame, kind
+
+
+def test_a_terminal_result_with_a_nonzero_exit_code_shows_as_failed_even_when_long():
+    from sessions.rendering import tool_card
+
+    call = {"id": "t1", "name": "terminal", "arguments": {"command": "make"}}
+    long_output = "x" * 50_000 + "\n[exit code 2]"
+    card = tool_card(call, {"content": long_output, "is_error": False})
+    assert card["status"] == "failed" and card["status_label"] == "exit 2"
+    ok = tool_card(call, {"content": "fine\n[exit code 0]", "is_error": False})
+    assert ok["status"] == "done" and ok["status_label"] == "done"
+
+
+def test_favicon_is_served(client):
+    response = client.get("/favicon.ico")
+    assert response.status_code == 301 and response["Location"].endswith("favicon.svg")
