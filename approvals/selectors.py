@@ -11,6 +11,7 @@ from sessions.selectors import admin_team_ids
 
 
 def approval_visible_q(*, user) -> Q:
+    """Requests the user may see: of their own sessions and of their admin teams'."""
     return Q(session__owner=user) | Q(session__team_id__in=admin_team_ids(user=user))
 
 
@@ -24,6 +25,7 @@ def approval_list_pending(*, user) -> QuerySet[ApprovalRequest]:
 
 
 def approval_list_recent(*, user, limit: int = 50) -> QuerySet[ApprovalRequest]:
+    """Decided (or expired/cancelled) requests the user may see, newest first."""
     if not user.is_authenticated:
         return ApprovalRequest.objects.none()
     return (ApprovalRequest.objects.filter(approval_visible_q(user=user))

@@ -24,10 +24,12 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 
 
 def env_str(name: str, default: str = "") -> str:
+    """The variable's text, or ``default`` when unset."""
     return os.environ.get(name, default)
 
 
 def env_bool(name: str, default: bool = False) -> bool:
+    """1/true/yes/on (any case) is True; unset or empty is ``default``."""
     value = os.environ.get(name)
     if value is None or value == "":
         return default
@@ -35,6 +37,7 @@ def env_bool(name: str, default: bool = False) -> bool:
 
 
 def env_list(name: str, default: list[str]) -> list[str]:
+    """Comma-separated values, blanks dropped; ``default`` when unset."""
     value = os.environ.get(name)
     return [v.strip() for v in value.split(",") if v.strip()] if value else default
 

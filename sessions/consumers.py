@@ -38,11 +38,13 @@ REPLAY_PAGE = 1000
 
 @database_sync_to_async
 def asession_get(*, user, session_id: int, write: bool = False):
+    """sessions.selectors.session_get for the event loop (Http404 when not visible)."""
     return session_get(user=user, session_id=session_id, write=write)
 
 
 @database_sync_to_async
 def aevent_list_after(*, session_id: int, after_seq: int) -> list[dict]:
+    """One page of stored events after ``after_seq``, as wire dicts, for replay."""
     return [event_to_dict(e) for e in event_list_after(session_id=session_id,
                                                        after_seq=after_seq, limit=REPLAY_PAGE)]
 

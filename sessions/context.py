@@ -71,6 +71,8 @@ def breaker_save(session: Session, breaker: CompactionBreaker) -> None:
 
 
 def compaction_lease_acquire(*, session: Session, owner: str) -> bool:
+    """Take the per-session compaction lease (300 s) if free, expired or ours; True on
+    success. Re-validated inside the commit transaction (hermes-facts §6)."""
     now = timezone.now()
     return bool(Session.objects.filter(
         Q(compaction_lease_owner="") | Q(compaction_lease_expires_at__lt=now)
@@ -80,6 +82,7 @@ def compaction_lease_acquire(*, session: Session, owner: str) -> bool:
 
 
 def compaction_lease_release(*, session: Session, owner: str) -> None:
+    """Give the compaction lease up if it is ours (no-op otherwise)."""
     Session.objects.filter(pk=session.pk, compaction_lease_owner=owner).update(
         compaction_lease_owner="", compaction_lease_expires_at=None)
 

@@ -50,14 +50,17 @@ def tool_names_for(session: Session) -> tuple[str, ...]:
 
 
 def deployment_skills_dir() -> Path:
+    """The deployment-wide skills directory: <HERMES_HOME>/skills."""
     return Path(settings.HERMES["HOME"]) / "skills"
 
 
 def skills_for(workspace: Path):
+    """Skills visible to a session: the deployment's, overridden by the workspace's."""
     return load_skills(skill_dirs(deployment_dir=deployment_skills_dir(), workspace=workspace))
 
 
 def skills_index_for(session: Session, workspace: Path) -> str:
+    """The skills index for the volatile prompt tier (deterministic text)."""
     return skills_index(skills_for(workspace))
 
 

@@ -51,6 +51,7 @@ def session_list_view(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def session_create_view(request: HttpRequest) -> HttpResponse:
+    """POST: start a new session and open it."""
     session = session_create(user=request.user)
     return redirect("session_detail", session_id=session.pk)
 

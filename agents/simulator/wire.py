@@ -77,6 +77,7 @@ class PreparedReply:
 
 
 def call_tokens(call: ToolCallSpec) -> int:
+    """Output tokens a scripted tool call costs (name + JSON arguments)."""
     return count_tokens(call.name) + count_tokens(json.dumps(call.input, ensure_ascii=False))
 
 
