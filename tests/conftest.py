@@ -51,3 +51,19 @@ def login(client):
         return client
 
     return do
+
+
+@pytest.fixture
+def worker(settings):
+    """A real Celery worker on whatever broker is configured (Redis in services mode, the
+    in-memory broker otherwise), for the CLI to wait on; the CLI's own is switched off."""
+    from celery.contrib.testing.worker import start_worker
+
+    from hermes_web.celery import app
+
+    settings.HERMES = {**settings.HERMES, "CLI_EMBEDDED_WORKER": False}
+    if settings.CELERY_BROKER_URL.startswith("redis://"):
+        app.control.purge()
+    with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False,
+                      shutdown_timeout=30):
+        yield

@@ -241,7 +241,7 @@ def assert_gated(session, build) -> None:
 
 
 @pytest.mark.django_db(transaction=True, available_apps=APPS)
-def test_cli_chat_goes_through_the_task_and_the_gate(owner, scripted, published):
+def test_cli_chat_goes_through_the_task_and_the_gate(owner, scripted, published, worker):
     from django.core.management import call_command
 
     session, build = prepared_session(owner)
