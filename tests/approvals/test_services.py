@@ -370,5 +370,5 @@ def test_the_beat_task_expires_overdue_requests(session_a, ask):
     ApprovalRequest.objects.filter(pk=row.pk).update(
         expires_at=timezone.now() - timedelta(seconds=1))
     assert approval_expire_task.name == "approvals.expire_task"
-    assert approval_expire_task.apply().get() == 1
+    assert approval_expire_task.apply().result == 1
     assert ApprovalRequest.objects.get(pk=row.pk).state == "expired"

@@ -85,7 +85,7 @@ def test_a_busy_lease_makes_the_task_return_and_loses_nothing(alice):
     session = session_create(user=alice)
     assert lease_acquire(session=session, owner="someone-else", seconds=60)
     turn_start(session=session, user=alice, text="hello")
-    assert turn_run_task.apply(args=[session.pk]).get() == "busy"
+    assert turn_run_task.apply(args=[session.pk]).result == "busy"
     assert Turn.objects.get(session=session).status == Turn.Status.QUEUED
     lease_release(session=session, owner="someone-else")
     run(session.pk)
