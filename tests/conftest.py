@@ -6,6 +6,14 @@ from __future__ import annotations
 import pytest
 
 
+@pytest.fixture(autouse=True)
+def _no_embedded_cli_worker(settings):
+    """`manage.py hermes chat` starts worker threads in embedded mode; inside the test process
+    they would outlive the test and run other tests' queued turns. Tests that need a worker
+    use the ``worker`` fixture, which starts and stops one."""
+    settings.HERMES = {**settings.HERMES, "CLI_EMBEDDED_WORKER": False}
+
+
 @pytest.fixture(scope="session")
 def simulator():
     """A running provider simulator (agents/simulator/), shared by the test session."""
@@ -56,14 +64,12 @@ def login(client):
 @pytest.fixture
 def worker(settings):
     """A real Celery worker on whatever broker is configured (Redis in services mode, the
-    in-memory broker otherwise), for the CLI to wait on; the CLI's own is switched off."""
+    in-memory broker otherwise), started for this test and stopped after it."""
     from celery.contrib.testing.worker import start_worker
 
     from hermes_web.celery import app
 
-    settings.HERMES = {**settings.HERMES, "CLI_EMBEDDED_WORKER": False}
-    if settings.CELERY_BROKER_URL.startswith("redis://"):
-        app.control.purge()
+    app.control.purge()  # turns other tests enqueued without a worker must not run here
     with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False,
                       shutdown_timeout=30):
         yield

@@ -59,15 +59,13 @@ class Command(BaseCommand):
         from django.conf import settings
 
         from sessions.selectors import session_get
-        from sessions.services import session_create, turn_start
+        from sessions.services import check_message_text, session_create, turn_start
 
-        if (settings.CELERY_BROKER_URL.startswith("memory://")
-                and settings.HERMES["CLI_EMBEDDED_WORKER"]):
-            # Embedded mode: this process is the worker (and the simulator's host) too.
-            from hermes_web.embedded import start_if_configured
-
-            start_if_configured()
         user = self._user(options["user"])
+        try:
+            check_message_text(options["message"])  # before anything is created
+        except ValidationError as exc:
+            raise CommandError("; ".join(exc.messages))
         if options["session"]:
             from django.http import Http404
             try:
@@ -77,6 +75,12 @@ class Command(BaseCommand):
         else:
             session = session_create(user=user)
         start_seq = session.event_seq
+        if (settings.CELERY_BROKER_URL.startswith("memory://")
+                and settings.HERMES["CLI_EMBEDDED_WORKER"]):
+            # Embedded mode: this process is the worker (and the simulator's host) too.
+            from hermes_web.embedded import start_if_configured
+
+            start_if_configured()
         try:
             turn = turn_start(session=session, user=user, text=options["message"])
         except ValidationError as exc:
