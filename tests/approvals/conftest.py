@@ -86,13 +86,19 @@ class Listener:
             async_to_sync(self.layer.group_add)(group, self.channel)
 
     def drain(self) -> list[dict]:
+        """Every message received, one per event: a run.events batch (the publisher merges
+        events that queued behind each other) is unpacked into its run.event messages."""
         async def collect() -> list[dict]:
             got = []
             while True:
                 try:
-                    got.append(await asyncio.wait_for(self.layer.receive(self.channel), 0.2))
+                    message = await asyncio.wait_for(self.layer.receive(self.channel), 0.2)
                 except asyncio.TimeoutError:
                     return got
+                if message.get("type") == "run.events":
+                    got += [{"type": "run.event", "event": e} for e in message["events"]]
+                else:
+                    got.append(message)
 
         return async_to_sync(collect)()
 
