@@ -15,29 +15,28 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import F
 from django.utils import timezone
 
 from agents.breaker import PROCESS_CLOCK_ID, CompactionBreaker
 from agents.compaction import (Skip, build_summary_request, compaction_threshold,
                                compacted_transcript, drop_middle, fallback_summary,
                                plan_compaction)
-from agents.errors import LeaseLost, TransportError
+from agents.errors import TransportError
 from agents.messages import Message as AgentMessage
 from agents.prune import is_cold_resume, plan_prune
 from agents.tokens import estimate_message_tokens, estimate_text_tokens
 from sessions.events import event_append
-from sessions.leases import lease_validate
+from sessions.leases import (compaction_lease_acquire, compaction_lease_release,
+                             compaction_lease_validate, lease_validate)
 from sessions.models import Message, Session
 from sessions.transcript import history_load, message_row, message_to_agent
 
 log = logging.getLogger("hermes.context")
 
-COMPACTION_LEASE_SECONDS = 300
 CACHE_TTL_SECONDS = {"5m": 300, "1h": 3600}
 
 
@@ -68,31 +67,6 @@ def breaker_fields(session: Session, breaker: CompactionBreaker) -> dict:
 def breaker_save(session: Session, breaker: CompactionBreaker) -> None:
     """Persist the breaker (JSON) and mirror its counters into the admin-visible columns."""
     Session.objects.filter(pk=session.pk).update(**breaker_fields(session, breaker))
-
-
-def compaction_lease_acquire(*, session: Session, owner: str) -> bool:
-    """Take the per-session compaction lease (300 s) if free, expired or ours; True on
-    success. Re-validated inside the commit transaction (hermes-facts §6)."""
-    now = timezone.now()
-    return bool(Session.objects.filter(
-        Q(compaction_lease_owner="") | Q(compaction_lease_expires_at__lt=now)
-        | Q(compaction_lease_owner=owner), pk=session.pk,
-    ).update(compaction_lease_owner=owner,
-             compaction_lease_expires_at=now + timedelta(seconds=COMPACTION_LEASE_SECONDS)))
-
-
-def compaction_lease_release(*, session: Session, owner: str) -> None:
-    """Give the compaction lease up if it is ours (no-op otherwise)."""
-    Session.objects.filter(pk=session.pk, compaction_lease_owner=owner).update(
-        compaction_lease_owner="", compaction_lease_expires_at=None)
-
-
-def _compaction_lease_validate(*, session: Session, owner: str) -> None:
-    row = (Session.objects.select_for_update().filter(pk=session.pk)
-           .values("compaction_lease_owner", "compaction_lease_expires_at").first())
-    if (row is None or row["compaction_lease_owner"] != owner
-            or row["compaction_lease_expires_at"] < timezone.now()):
-        raise LeaseLost(f"compaction lease of session {session.pk} lost")
 
 
 def transcript_replace(*, session: Session, turn_owner: str, new_live: list[AgentMessage],
@@ -143,7 +117,7 @@ def session_compact(*, ctx, sink, history: list[AgentMessage], forced: bool,
         return None
     try:
         with transaction.atomic():
-            _compaction_lease_validate(session=session, owner=owner)
+            compaction_lease_validate(session=session, owner=owner)
             summary_index = len(plan.head)
             stored = transcript_replace(session=session, turn_owner=ctx.owner,
                                         new_live=new_live, kind_of_first={summary_index: "summary"})

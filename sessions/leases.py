@@ -1,13 +1,19 @@
-"""The lineage turn lease (seed, "Two leases, and a hole"; hermes-facts §6).
+"""Leases on the Session row (seed, "Two leases, and a hole"; hermes-facts §6).
 
-One conditional UPDATE acquires it; every transcript write re-validates it inside its own
-transaction (``lease_validate``), so a worker that lost its lease during a long turn cannot
-land a row. There is no opt-out: every write path passes an owner. Held on the lineage
-root's row so segments of one conversation never run twice at once.
+- The lineage turn lease (``lease_*``): held on the lineage root's row so segments of one
+  conversation never run twice at once. Every transcript write re-validates it inside its
+  own transaction (``lease_validate``), so a worker that lost it during a long turn cannot
+  land a row. There is no opt-out: every write path passes an owner.
+- The per-session compaction lease (``compaction_lease_*``, 300 s): taken around a
+  compaction commit and re-validated inside that transaction.
+
+Both are the same mechanism on two column pairs: one conditional UPDATE acquires; a
+``SELECT ... FOR UPDATE`` inside the caller's transaction validates.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.db.models import Q
@@ -16,22 +22,53 @@ from django.utils import timezone
 from agents.errors import LeaseLost
 from sessions.models import Session
 
+COMPACTION_LEASE_SECONDS = 300
+
+
+@dataclass(frozen=True, slots=True)
+class _Columns:
+    owner: str
+    expires: str
+    name: str
+
+
+_TURN = _Columns("lease_owner", "lease_expires_at", "turn lease")
+_COMPACTION = _Columns("compaction_lease_owner", "compaction_lease_expires_at",
+                       "compaction lease")
+
 
 def _root_id(session: Session) -> int:
     return session.lineage_root_id or session.pk
 
 
-def lease_acquire(*, session: Session, owner: str, seconds: int) -> bool:
-    """Take the lease if free, expired or already ours. Returns True on success."""
+def _acquire(pk: int, cols: _Columns, owner: str, seconds: int) -> bool:
     now = timezone.now()
-    return bool(Session.objects.filter(
-        Q(lease_owner="") | Q(lease_expires_at__lt=now) | Q(lease_owner=owner),
-        pk=_root_id(session),
-    ).update(lease_owner=owner, lease_expires_at=now + timedelta(seconds=seconds)))
+    free = (Q(**{cols.owner: ""}) | Q(**{f"{cols.expires}__lt": now})
+            | Q(**{cols.owner: owner}))
+    return bool(Session.objects.filter(free, pk=pk).update(
+        **{cols.owner: owner, cols.expires: now + timedelta(seconds=seconds)}))
+
+
+def _validate(pk: int, cols: _Columns, owner: str, session_pk: int) -> None:
+    row = (Session.objects.select_for_update().filter(pk=pk)
+           .values(cols.owner, cols.expires).first())
+    if (row is None or row[cols.owner] != owner or row[cols.expires] is None
+            or row[cols.expires] < timezone.now()):
+        raise LeaseLost(f"{cols.name} of session {session_pk} lost")
+
+
+def _release(pk: int, cols: _Columns, owner: str) -> None:
+    Session.objects.filter(pk=pk, **{cols.owner: owner}).update(
+        **{cols.owner: "", cols.expires: None})
+
+
+def lease_acquire(*, session: Session, owner: str, seconds: int) -> bool:
+    """Take the turn lease if free, expired or already ours. Returns True on success."""
+    return _acquire(_root_id(session), _TURN, owner, seconds)
 
 
 def lease_renew(*, session: Session, owner: str, seconds: int) -> None:
-    """Extend our lease. Raises LeaseLost if it is no longer ours."""
+    """Extend our turn lease. Raises LeaseLost if it is no longer ours."""
     now = timezone.now()
     if not Session.objects.filter(pk=_root_id(session), lease_owner=owner,
                                   lease_expires_at__gte=now).update(
@@ -40,16 +77,27 @@ def lease_renew(*, session: Session, owner: str, seconds: int) -> None:
 
 
 def lease_validate(*, session: Session, owner: str) -> None:
-    """Inside the caller's transaction: lock the root row and check the lease is ours and
-    unexpired. Raises LeaseLost otherwise."""
-    row = (Session.objects.select_for_update().filter(pk=_root_id(session))
-           .values("lease_owner", "lease_expires_at").first())
-    if (row is None or row["lease_owner"] != owner or row["lease_expires_at"] is None
-            or row["lease_expires_at"] < timezone.now()):
-        raise LeaseLost(f"turn lease of session {session.pk} lost")
+    """Inside the caller's transaction: lock the root row and check the turn lease is ours
+    and unexpired. Raises LeaseLost otherwise."""
+    _validate(_root_id(session), _TURN, owner, session.pk)
 
 
 def lease_release(*, session: Session, owner: str) -> None:
-    """Give the lease up if it is ours (a no-op otherwise)."""
-    Session.objects.filter(pk=_root_id(session), lease_owner=owner).update(
-        lease_owner="", lease_expires_at=None)
+    """Give the turn lease up if it is ours (a no-op otherwise)."""
+    _release(_root_id(session), _TURN, owner)
+
+
+def compaction_lease_acquire(*, session: Session, owner: str) -> bool:
+    """Take the per-session compaction lease (300 s) if free, expired or ours; True on
+    success."""
+    return _acquire(session.pk, _COMPACTION, owner, COMPACTION_LEASE_SECONDS)
+
+
+def compaction_lease_validate(*, session: Session, owner: str) -> None:
+    """Inside the commit transaction: the compaction lease is still ours, else LeaseLost."""
+    _validate(session.pk, _COMPACTION, owner, session.pk)
+
+
+def compaction_lease_release(*, session: Session, owner: str) -> None:
+    """Give the compaction lease up if it is ours (no-op otherwise)."""
+    _release(session.pk, _COMPACTION, owner)

@@ -55,11 +55,6 @@ def session_get(*, user, session_id: int, write: bool = False) -> Session:
         raise Http404("No such session") from None
 
 
-def message_list_live(*, session: Session) -> QuerySet[Message]:
-    """Live messages (what the model sees), ordered by id (the only ordering)."""
-    return Message.objects.filter(session=session, active=True).order_by("id")
-
-
 def message_list_display(*, session: Session) -> QuerySet[Message]:
     """Messages a person sees in the chat: live and summarised-away ones, not rewound."""
     return (Message.objects.filter(session=session)

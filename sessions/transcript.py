@@ -1,5 +1,6 @@
-"""The transcript: converting Message rows to and from agents.messages.Message, and storing
-them under the turn lease.
+"""The transcript: converting Message rows to and from agents.messages.Message, and
+inserting them. Callers insert inside a transaction that has re-validated the turn lease
+(sessions/sink.py, sessions/context.py).
 
 Display and export paths read ``content`` (what a human reads); replay to a provider reads
 ``wire_text`` (the sidecar ``sent_content`` when present), never re-derived or sanitised
@@ -8,13 +9,11 @@ Display and export paths read ``content`` (what a human reads); replay to a prov
 
 from __future__ import annotations
 
-from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
 from agents.messages import Message as AgentMessage
 from agents.messages import ToolCall
-from sessions.leases import lease_validate
 from sessions.models import Message, Session
 
 
@@ -33,18 +32,6 @@ def history_load(*, session: Session) -> list[AgentMessage]:
     """Live messages ordered by id: exactly what the model sees next."""
     rows = Message.objects.filter(session=session, active=True).order_by("id")
     return [message_to_agent(r) for r in rows]
-
-
-def message_store(*, session: Session, message: AgentMessage, owner: str,
-                  kind: str = "") -> Message:
-    """Insert one message row in a transaction that re-validates the turn lease.
-
-    Raises agents.errors.LeaseLost when ``owner`` no longer holds the lease (nothing is
-    written). Returns the stored row.
-    """
-    with transaction.atomic():
-        lease_validate(session=session, owner=owner)
-        return _insert(session=session, message=message, kind=kind)
 
 
 def message_row(*, session: Session, message: AgentMessage, kind: str = "") -> Message:
