@@ -18,6 +18,7 @@ from typing import Any
 import nh3
 from django.db.models import Sum
 from django.template.loader import render_to_string
+from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 from markdown_it import MarkdownIt
 
@@ -25,13 +26,26 @@ from sessions.models import RunEvent, Session, Turn, UsageRecord
 from sessions.selectors import event_list_after, message_list_display
 from sessions.transcript import message_to_display
 
+def _image_as_link(renderer, tokens, idx, options, env) -> str:
+    """Markdown images never load (issue 8, finding 10: a reply could leak data to another
+    host in an image URL, fetched the moment it rendered). An image becomes a plain link
+    labelled "image: <alt>" that the reader may open deliberately; nh3 then drops any
+    scheme but http(s)/mailto and adds rel=noopener noreferrer nofollow."""
+    token = tokens[idx]
+    alt = renderer.renderInlineAsText(token.children or [], options, env).strip()
+    return (f'<a class="image-link" href="{escape(token.attrGet("src") or "")}">'
+            f'image: {escape(alt or "(no description)")}</a>')
+
+
 _markdown = MarkdownIt("commonmark", {"html": False, "linkify": False, "breaks": True}).enable(
     ["table", "strikethrough"])
+_markdown.add_render_rule("image", _image_as_link)
 _ALLOWED_TAGS = {"p", "br", "hr", "strong", "em", "del", "s", "code", "pre", "blockquote",
                  "ul", "ol", "li", "a", "h1", "h2", "h3", "h4", "h5", "h6", "table", "thead",
-                 "tbody", "tr", "th", "td", "img"}
-_ALLOWED_ATTRIBUTES = {"a": {"href", "title"}, "img": {"src", "alt", "title"},
-                       "code": {"class"}, "th": {"align"}, "td": {"align"}, "ol": {"start"}}
+                 "tbody", "tr", "th", "td"}
+"""No <img>: images render as links (``_image_as_link``), so none survives sanitising."""
+_ALLOWED_ATTRIBUTES = {"a": {"href", "title", "class"}, "code": {"class"}, "th": {"align"},
+                       "td": {"align"}, "ol": {"start"}}
 SUMMARY_CHARS = 80
 """Length of a tool card's one-line argument summary (chars)."""
 OUTPUT_PREVIEW_CHARS = 20_000
@@ -48,7 +62,8 @@ PLAIN_EVENTS = frozenset({"text.delta", "usage", "session.updated"})
 def markdown_html(text: str) -> SafeString:
     """``text`` rendered as CommonMark (tables, strikethrough) and sanitised by nh3 with an
     allow-list: raw HTML in the source is escaped, scripts, event handlers and javascript:
-    URLs never survive, links get rel="noopener noreferrer nofollow"."""
+    URLs never survive, links get rel="noopener noreferrer nofollow", images become links
+    (never an <img> that loads by itself)."""
     html = _markdown.render(text or "")
     return mark_safe(nh3.clean(html, tags=_ALLOWED_TAGS, attributes=_ALLOWED_ATTRIBUTES,
                                url_schemes={"http", "https", "mailto"},
