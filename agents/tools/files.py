@@ -198,7 +198,9 @@ class WriteFile:
         write_text_atomic(real, content)
         lines = content.count("\n") + (1 if content and not content.endswith("\n") else 0)
         verb = "replaced" if existed else "created"
-        return ToolOutput(text=f"{verb} {shown} ({len(content)} chars, {lines} lines)")
+        return ToolOutput(text=f"{verb} {shown} ({len(content)} chars, {lines} lines)",
+                          metadata={"created": not existed, "chars": len(content),
+                                    "lines": lines})
 
 
 class Patch:
@@ -285,7 +287,8 @@ class Patch:
         self._write_all(updated, originals)
         lines = [f"patched {display_path(ctx.workspace, p)} ({n} replacement"
                  f"{'s' if n != 1 else ''})" for p, n in counts.items()]
-        return ToolOutput(text="\n".join(lines))
+        return ToolOutput(text="\n".join(lines),
+                          metadata={"replacements": sum(counts.values()), "files": len(counts)})
 
     @staticmethod
     def _write_all(updated: dict[Path, str], originals: dict[Path, str]) -> None:
