@@ -35,7 +35,7 @@ from django.utils.crypto import constant_time_compare
 
 from sessions.events import event_to_dict, session_group, socket_loop_register, user_group
 from sessions.forms import MessageForm
-from sessions.rendering import APPROVAL_EVENTS, PLAIN_EVENTS, event_frame
+from sessions.rendering import APPROVAL_EVENTS, PLAIN_EVENTS, event_frame, viewer_label
 from sessions.selectors import event_list_after, session_get
 from sessions.services import turn_start, turn_stop
 from sessions.signals import login_group
@@ -126,6 +126,12 @@ def asession_get(*, user, session_id: int, write: bool = False):
 
 
 @database_sync_to_async
+def aviewer_label(*, session, user) -> str:
+    """sessions.rendering.viewer_label for the event loop (reads the owner's name)."""
+    return viewer_label(session=session, user=user)
+
+
+@database_sync_to_async
 def aevent_list_after(*, session_id: int, after_seq: int) -> list[dict]:
     """One page of stored events after ``after_seq``, as wire dicts, for replay."""
     return [event_to_dict(e) for e in event_list_after(session_id=session_id,
@@ -154,6 +160,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             return
         self.session_id: int = session.pk
         self.user = user
+        self.user_label = await aviewer_label(session=session, user=user)
         self.expiry_timer: asyncio.TimerHandle | None = None
         self.sent_seq: int | None = None  # None until the hello's backlog is sent
         self.pending: list[dict] = []
@@ -294,7 +301,8 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         else:
             # Markdown and templates cost milliseconds; rendered on the event loop they held
             # up every other socket's text deltas (benchmarks/bench_stream.py tail).
-            frame = await sync_to_async(event_frame, thread_sensitive=False)(event)
+            frame = await sync_to_async(event_frame, thread_sensitive=False)(
+                event, user_label=self.user_label)
         await self.send_json(frame)
 
     # --- channel-layer handlers ---------------------------------------------------------

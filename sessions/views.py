@@ -22,7 +22,7 @@ from sessions.events import event_to_dict
 from sessions.forms import MessageForm, RenameForm, SearchForm
 from sessions.models import Session
 from sessions.search import message_search
-from sessions.rendering import event_frame, transcript_context
+from sessions.rendering import event_frame, transcript_context, viewer_label
 from sessions.selectors import (event_list_after, session_get, session_list, session_list_team,
                                 session_visible_q)
 from sessions.services import (session_archive, session_create, session_rename,
@@ -169,7 +169,9 @@ def event_list_view(request: HttpRequest, session_id: int) -> JsonResponse:
         return JsonResponse({"error": "after must be a non-negative integer (ASCII digits, "
                              f"at most {MAX_SEQ})"}, status=400)
     events = event_list_after(session_id=session.pk, after_seq=int(after), limit=EVENT_PAGE)
-    frames = [event_frame(event_to_dict(e), user=request.user) for e in events]
+    label = viewer_label(session=session, user=request.user)
+    frames = [event_frame(event_to_dict(e), user=request.user, user_label=label)
+              for e in events]
     return JsonResponse({"events": frames, "last_seq": frames[-1]["seq"] if frames
                          else int(after)})
 

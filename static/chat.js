@@ -64,7 +64,9 @@
   function place(el) {
     var existing = el.id ? document.getElementById(el.id) : null;
     if (existing) {
-      var done = ["done", "error", "failed"].indexOf(existing.dataset.status) >= 0;
+      /* Finished states (sessions/tool_cards.py FINISHED_STATUSES): never back to running. */
+      var done = ["done", "error", "failed", "stopped", "cancelled", "denied", "expired"]
+        .indexOf(existing.dataset.status) >= 0;
       if (done && el.dataset.status === "running") return;
       var merge = (existing.dataset.merge || "").split(" ").filter(Boolean);
       if (merge.length && existing.tagName === el.tagName && el.dataset.status !== "running") {

@@ -84,4 +84,4 @@ class Terminal:
         return ToolOutput(text="\n".join(lines), is_error=result.timed_out or result.interrupted,
                           metadata={"exit_code": result.exit_code,
                                     "timed_out": result.timed_out,
-                                    "stopped": bool(result.interrupted)})
+                                    **({"stopped": True} if result.interrupted else {})})
