@@ -98,6 +98,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "hermes_web.middleware.HtmxLoginRedirectMiddleware",
     "axes.middleware.AxesMiddleware",
 ]
 

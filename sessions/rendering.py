@@ -50,6 +50,8 @@ _ALLOWED_ATTRIBUTES = {"a": {"href", "title", "class"}, "code": {"class"}, "th":
                        "td": {"align"}, "ol": {"start"}}
 SUMMARY_CHARS = 80
 """Length of a tool card's one-line argument summary (chars)."""
+LONG_MESSAGE_CHARS = 3_000
+"""Messages longer than this (chars) are drawn collapsed with "Show more" (issue 14)."""
 OUTPUT_PREVIEW_CHARS = 20_000
 """Tool output shown in a card (chars); the full result stays in the transcript row."""
 APPROVAL_EVENTS = frozenset({"approval.requested", "approval.decided"})
@@ -134,8 +136,10 @@ def message_item(message: dict, results: dict[str, dict] | None = None, *,
     ``approvals``: approval state by tool_call_id). ``user_label`` names the author of user
     messages: "You" for the owner, the owner's name for a team admin (viewer_label)."""
     results, approvals = results or {}, approvals or {}
+    length = len(message.get("content") or "")
     return {"message": message, "dom_id": dom_id("msg", message["id"]),
             "html": markdown_html(message.get("content", "")), "user_label": user_label,
+            "long": length > LONG_MESSAGE_CHARS, "length": length,
             "cards": [tool_card(c, results.get(c.get("id")),
                                 approval_state=approvals.get(c.get("id"))) for c in
                       message.get("tool_calls") or []]}
@@ -246,8 +250,6 @@ def _approval_card_status(approval: dict) -> dict:
     card = tool_card({"id": approval["tool_call_id"], "name": approval.get("tool_name"),
                       "arguments": {}}, None, approval_state=approval["state"])
     card["summary"] = ""  # keep the summary the live card already has
-    card["output"] = (approval.get("decision_reason")
-                      or f"Not run: the approval was {approval['state']}.")
     return card
 
 

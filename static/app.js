@@ -13,4 +13,16 @@
       e.stopImmediatePropagation();
     }
   }, true);
+
+  /* "Show more" under a long message (sessions/rendering.py LONG_MESSAGE_CHARS): the body is
+     drawn clipped (.collapsible) until expanded. Delegated, so socket-added messages work. */
+  document.addEventListener("click", function (e) {
+    var button = e.target.closest ? e.target.closest(".show-more") : null;
+    if (!button) return;
+    var body = document.getElementById(button.getAttribute("aria-controls"));
+    if (!body) return;
+    var expanded = body.classList.toggle("expanded");
+    button.setAttribute("aria-expanded", expanded ? "true" : "false");
+    button.textContent = expanded ? button.dataset.less : button.dataset.more;
+  });
 })();

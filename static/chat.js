@@ -195,6 +195,30 @@
     };
   }
 
+  /* The composer's text is kept in sessionStorage until it is sent, so nothing typed is
+     lost when a send finds the login gone (hermes_web/middleware.py answers with
+     HX-Redirect to the login page, which comes back here) or the tab reloads. */
+  var DRAFT_KEY = "hermes-draft-" + sessionId;
+  function saveDraft() {
+    var box = document.getElementById("composer-text");
+    if (!box) return;
+    try {
+      if (box.value) sessionStorage.setItem(DRAFT_KEY, box.value);
+      else sessionStorage.removeItem(DRAFT_KEY);
+    } catch (err) { /* storage disabled: nothing to keep it in */ }
+  }
+  function restoreDraft() {
+    var box = document.getElementById("composer-text");
+    if (!box || box.value) return;
+    try { box.value = sessionStorage.getItem(DRAFT_KEY) || ""; } catch (err) { /* none */ }
+  }
+  document.addEventListener("input", function (e) {
+    if (e.target.id === "composer-text") saveDraft();
+  });
+  document.addEventListener("htmx:beforeRequest", function (e) {
+    if (e.detail.elt && e.detail.elt.id === "composer") saveDraft();
+  });
+
   /* Composer: Enter sends, Shift+Enter adds a line (not while an IME is composing). */
   document.addEventListener("keydown", function (e) {
     if (e.target.id !== "composer-text" || e.key !== "Enter" || e.shiftKey || e.isComposing) return;
@@ -207,6 +231,7 @@
     if (form.id === "composer" && e.detail.successful && e.detail.xhr.status === 200) {
       var text = form.querySelector("#composer-text");
       if (text) { text.value = ""; text.focus(); }
+      saveDraft();  /* sent: forget it */
       var error = document.getElementById("composer-error");
       if (error) error.remove();
     }
@@ -216,6 +241,7 @@
   });
 
   markExits(transcript);
+  restoreDraft();
   connect();
   toBottom();
   window.hermesChat = { lastSeq: function () { return lastSeq; } };
