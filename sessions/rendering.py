@@ -22,6 +22,7 @@ from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 from markdown_it import MarkdownIt
 
+from sessions.highlight import code_highlight
 from sessions.models import RunEvent, Session, Turn, UsageRecord
 from sessions.selectors import event_list_after, message_list_display
 from sessions.tool_cards import (APPROVAL_STATUSES, DESCRIBERS, call_arguments, tool_status,
@@ -39,19 +40,22 @@ def _image_as_link(renderer, tokens, idx, options, env) -> str:
             f'image: {escape(alt or "(no description)")}</a>')
 
 
-_markdown = MarkdownIt("commonmark", {"html": False, "linkify": False, "breaks": True}).enable(
+_markdown = MarkdownIt("commonmark", {"html": False, "linkify": False, "breaks": True,
+                                     "highlight": code_highlight}).enable(
     ["table", "strikethrough"])
 _markdown.add_render_rule("image", _image_as_link)
 _ALLOWED_TAGS = {"p", "br", "hr", "strong", "em", "del", "s", "code", "pre", "blockquote",
                  "ul", "ol", "li", "a", "h1", "h2", "h3", "h4", "h5", "h6", "table", "thead",
-                 "tbody", "tr", "th", "td"}
+                 "tbody", "tr", "th", "td", "span"}
 """No <img>: images render as links (``_image_as_link``), so none survives sanitising."""
-_ALLOWED_ATTRIBUTES = {"a": {"href", "title", "class"}, "code": {"class"}, "th": {"align"},
-                       "td": {"align"}, "ol": {"start"}}
+_ALLOWED_ATTRIBUTES = {"a": {"href", "title", "class"}, "code": {"class"},
+                       "span": {"class"}, "th": {"align"}, "td": {"align"}, "ol": {"start"}}
 SUMMARY_CHARS = 80
 """Length of a tool card's one-line argument summary (chars)."""
 LONG_MESSAGE_CHARS = 3_000
 """Messages longer than this (chars) are drawn collapsed with "Show more" (issue 14)."""
+LONG_OUTPUT_LINES = 20
+"""Tool output longer than this (lines) is drawn collapsed with "Show all N lines"."""
 OUTPUT_PREVIEW_CHARS = 20_000
 """Tool output shown in a card (chars); the full result stays in the transcript row."""
 APPROVAL_EVENTS = frozenset({"approval.requested", "approval.decided"})
@@ -122,7 +126,8 @@ def tool_card(call: dict, result: dict | None = None, *,
     pretty = arguments if isinstance(arguments, str) else json.dumps(arguments, indent=2,
                                                                      ensure_ascii=False)
     name = call.get("name") or "?"
-    return {"dom_id": dom_id("tool", call.get("id", "")), "name": name,
+    lines = output.count("\n") + 1 if output else 0
+    return {"long_output": lines > LONG_OUTPUT_LINES, "output_lines": lines,"dom_id": dom_id("tool", call.get("id", "")), "name": name,
             "summary": tool_summary(name, arguments, (result or {}).get("tool_meta")),
             "described": name in DESCRIBERS, "arguments": pretty, "status": status,
             "status_label": label, "output": output, "has_arguments": bool(
