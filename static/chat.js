@@ -243,6 +243,9 @@
   markExits(transcript);
   restoreDraft();
   connect();
-  toBottom();
+  /* A notice from the last action (e.g. "There is nothing to rewind.") is at the top of the
+     page: show it rather than jumping to the end of a long transcript past it. */
+  var flash = document.querySelector(".flash");
+  if (flash) flash.scrollIntoView({ block: "start" }); else toBottom();
   window.hermesChat = { lastSeq: function () { return lastSeq; } };
 })();

@@ -230,9 +230,10 @@ def test_cancelled_approval_says_cancelled(server, browser):
 
 
 # 5 ---------------------------------------------------------------------------------------
-def test_rewind_on_an_empty_session_says_so(server, browser):
+@pytest.mark.parametrize("viewport", [None, PHONE], ids=["desktop", "phone"])
+def test_rewind_on_an_empty_session_says_so(server, browser, viewport):
     url, _sim, password = server
-    context, page = logged_in(browser, url, "demo", password)
+    context, page = logged_in(browser, url, "demo", password, viewport=viewport)
     try:
         open_session(page, url, "Empty one")
         page.on("dialog", lambda d: d.accept())
@@ -240,6 +241,8 @@ def test_rewind_on_an_empty_session_says_so(server, browser):
         notice = page.locator("text=There is nothing to rewind.")
         notice.wait_for(state="visible")
         assert notice.is_visible()
+        box, height = notice.bounding_box(), page.viewport_size["height"]
+        assert 0 <= box["y"] and box["y"] + box["height"] <= height  # on screen, not scrolled by
     finally:
         context.close()
 
