@@ -4,13 +4,10 @@ http://127.0.0.1:8000 (their cookie goes along: cookies are per host, not per po
 the session and drove the agent. Now the whole origin (scheme, host, port) must match.
 
 Three layers: the pure decision (agents/origin.py, exhaustively with hypothesis), the real
-ASGI websocket stack (hermes_web.asgi), and a real browser on a page served from another
-port of the same host, against the embedded server."""
+ASGI websocket stack (hermes_web.asgi), and (tests/browser/test_origin.py) a real browser
+on a page served from another port of the same host, against the embedded server."""
 
 from __future__ import annotations
-
-import http.server
-import threading
 
 import pytest
 from hypothesis import given
@@ -18,7 +15,6 @@ from hypothesis import strategies as st
 
 from agents.origin import origin_allowed, origin_parse
 from sessions.services import session_create
-from tests.browser.conftest import browser, embedded_server, free_port, logged_in  # noqa: F401
 from tests.security.web_sockets import (APPS, communicator, cookie_for, memory_layer,  # noqa: F401
                                         run)
 
@@ -107,51 +103,5 @@ def test_handshake_through_the_asgi_app(client, alice_chat, origin, host, scheme
     run(scenario)
 
 
-# --- a real browser on another port of the same host -----------------------------------------
-ATTACK_PAGE = b"""<!doctype html><title>another port</title><body>
-<script>
-window.result = new Promise((resolve) => {
-  const ws = new WebSocket(document.location.hash.slice(1));
-  const frames = [];
-  ws.onopen = () => ws.send(JSON.stringify({type: "hello", last_seq: 0}));
-  ws.onmessage = (e) => frames.push(e.data);
-  ws.onclose = (e) => resolve({opened: frames.length > 0 || ws.__opened === true,
-                               code: e.code, frames});
-  ws.addEventListener("open", () => { ws.__opened = true; });
-  setTimeout(() => resolve({opened: ws.__opened === true, timeout: true, frames}), 8000);
-});
-</script>"""
-
-
-class AttackHandler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):  # noqa: N802 (http.server's naming)
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html")
-        self.end_headers()
-        self.wfile.write(ATTACK_PAGE)
-
-    def log_message(self, *args):
-        pass
-
-
-@pytest.mark.browser
-def test_page_on_another_port_cannot_open_the_socket(tmp_path, browser):  # noqa: F811
-    with embedded_server(tmp_path) as (url, _sim, password):
-        context, page = logged_in(browser, url, "demo", password)
-        page.click("#new-session")
-        page.wait_for_url(f"{url}/sessions/*/")
-        session_path = page.url.removeprefix(url)
-        # The user's own page opens its socket (the control).
-        page.wait_for_function("() => document.getElementById('banner').hidden")
-        attacker = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), AttackHandler)
-        threading.Thread(target=attacker.serve_forever, daemon=True).start()
-        try:
-            evil = context.new_page()
-            ws_url = url.replace("http://", "ws://") + "/ws" + session_path
-            evil.goto(f"http://127.0.0.1:{attacker.server_address[1]}/#{ws_url}")
-            result = evil.evaluate("() => window.result")
-            assert result["opened"] is False, result
-            assert result["frames"] == []
-        finally:
-            attacker.shutdown()
-            context.close()
+# The same attack from a real browser, against the embedded server:
+# tests/browser/test_origin.py.
