@@ -1,0 +1,158 @@
+"""Landlock confinement for the local backend (issue 8 finding 2, build item 3).
+
+A command on the local backend runs as the worker's own user, so without an OS boundary it
+can read the app's database and secret key, write the app's code, read other workspaces.
+Where the kernel offers Landlock, each command is confined in the child before exec:
+
+- writes (and creating, removing, renaming): the session workspace and a private tmp only,
+  plus writing /dev/null;
+- reads and execution: the system directories (``SYSTEM_DIRS``) and the workspace, minus
+  ``SECRET_FILES`` and any protected path (data dir, app code, workspaces root) that lies
+  under a system directory: Landlock only allows by hierarchy, so an allowed directory that
+  contains a protected path is replaced by rules on each of its other children;
+- /proc: only its non-process entries (cpuinfo, meminfo, sys, ...). No /proc/<pid> dir is
+  readable, not even the command's own (``self`` and ``thread-self`` are excluded too):
+  measured on kernel 6.18, a confined root process could still read its parent's
+  /proc/<ppid>/environ (the worker's secrets) through an allowed /proc. The cost:
+  /dev/fd, /dev/stdin and bash's ``<(...)`` do not work on this backend.
+
+Landlock covers the file system only (the PyPI ``landlock`` binding exposes no network
+rules): network access is not confined here; the sandbox backend unshares the network.
+Where Landlock is missing (old kernel, disabled LSM, seccomp in a container) the local
+backend falls back to the policy alone, and ``landlock_abi()`` says so (0).
+
+Source of the rule shapes: /work/shared/reference/sandbox-notes.md ("Landlock"), the kernel's
+Documentation/userspace-api/landlock.rst.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import stat
+from collections.abc import Callable, Iterable
+from pathlib import PurePosixPath
+
+from landlock import FSAccess, Ruleset, landlock_abi_version
+from landlock.plumbing import get_prctl, get_restrict_self
+
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt",
+               "/proc", "/dev")
+"""Readable (and executable) for confined commands."""
+SECRET_FILES = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-",
+                "/etc/sudoers", "/etc/sudoers.d", "/etc/ssh", "/etc/ssl/private")
+"""Never readable, even though /etc is: password hashes, sudo rules, host private keys."""
+WRITABLE_DEVICES = ("/dev/null",)
+
+
+@functools.cache
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version, 0 when Landlock is unavailable (no
+    syscall, disabled at boot, or filtered by a container's seccomp). Detected with
+    landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION), not from
+    /sys/kernel/security (often unmounted; sandbox-notes)."""
+    try:
+        ctypes.set_errno(0)
+        return int(landlock_abi_version())
+    except Exception:  # SyscallError (an OSError), or LandlockError on a non-Linux host
+        return 0
+
+
+def read_rule_paths(roots: Iterable[str], excluded: Iterable[str], *,
+                    listdir: Callable[[str], list[str]] = os.listdir,
+                    is_dir: Callable[[str], bool] = os.path.isdir) -> list[str]:
+    """The paths to grant read access to so that everything under ``roots`` is readable
+    except ``excluded`` (and everything under them).
+
+    Landlock allows by hierarchy only, so a root that contains an excluded path is split
+    into its children, recursively; a root inside an excluded path is dropped. Pure given
+    ``listdir``/``is_dir`` (tested with hypothesis). Sorted, no duplicates.
+    """
+    banned = [PurePosixPath(os.path.normpath(p)) for p in excluded]
+    out: set[str] = set()
+
+    def visit(path: PurePosixPath) -> None:
+        if any(path == b or b in path.parents for b in banned):
+            return
+        if not any(path in b.parents for b in banned):
+            out.add(str(path))
+            return
+        try:
+            children = listdir(str(path))
+        except OSError:
+            return
+        for name in children:
+            visit(path / name)
+
+    for root in roots:
+        visit(PurePosixPath(os.path.normpath(root)))
+    return sorted(out)
+
+
+def process_entries(proc: str = "/proc") -> list[str]:
+    """The per-process entries of ``proc`` (every pid dir, ``self``, ``thread-self``): kept
+    out of the readable tree so no command reads another process's environ or memory."""
+    try:
+        names = os.listdir(proc)
+    except OSError:
+        return []
+    return [f"{proc}/{n}" for n in names if n.isdigit() or n in ("self", "thread-self")]
+
+
+class LandlockRules:
+    """A Landlock ruleset built in the parent and applied in the child (``apply`` is the
+    Popen ``preexec_fn``: two syscalls, nothing allocated, nothing imported).
+
+    ``workspace`` and ``tmp``: full access. ``protected``: paths never readable even when
+    under a system directory (data dir, app code, workspaces root, HERMES home). Raises
+    OSError when the ruleset cannot be built. ``close()`` releases the ruleset fd.
+    """
+
+    def __init__(self, *, workspace: str, tmp: str, protected: Iterable[str] = ()):
+        ctypes.set_errno(0)
+        everything = FSAccess.all()
+        read_dir = FSAccess.READ_DIR | FSAccess.READ_FILE | FSAccess.EXECUTE
+        read_file = FSAccess.READ_FILE | FSAccess.EXECUTE
+        self._ruleset = Ruleset(restrict_rules=everything)
+        # Resolve the library's syscall wrappers now: the child must not dlopen or import.
+        self._prctl, self._restrict = get_prctl(), get_restrict_self()
+        excluded = [*SECRET_FILES, *protected, *process_entries()]
+        roots = [p for p in SYSTEM_DIRS if os.path.isdir(p) and not os.path.islink(p)]
+        for path in read_rule_paths(roots, excluded):
+            try:
+                info = os.stat(path)
+            except OSError:
+                continue
+            rights = read_dir if stat.S_ISDIR(info.st_mode) else read_file
+            self._allow(path, rights)
+        write_dev = FSAccess.READ_FILE | FSAccess.WRITE_FILE
+        if landlock_abi() >= 3:
+            write_dev |= FSAccess.TRUNCATE
+        for path in WRITABLE_DEVICES:
+            if os.path.exists(path):
+                self._allow(path, write_dev)
+        self._allow(workspace, everything)
+        self._allow(tmp, everything)
+
+    def _allow(self, path: str, rights) -> None:
+        ctypes.set_errno(0)
+        self._ruleset.allow(path, rules=rights)
+
+    def apply(self) -> None:
+        """Confine the calling process (the forked child, before exec): no new privileges,
+        then landlock_restrict_self. Raises OSError (Popen reports it) on failure."""
+        ctypes.set_errno(0)
+        self._prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS: required by restrict_self
+        ctypes.set_errno(0)
+        self._restrict(self._ruleset._fd, 0)
+
+    def close(self) -> None:
+        """Close the ruleset fd (after the child has started)."""
+        try:
+            os.close(self._ruleset._fd)
+        except OSError:
+            pass
+
+
+__all__ = ["LandlockRules", "SECRET_FILES", "SYSTEM_DIRS", "landlock_abi", "read_rule_paths"]
