@@ -56,6 +56,12 @@ def bwrap_path() -> str | None:
     return shutil.which("bwrap", path=DEFAULT_PATH)
 
 
+def _under_system_dir(path: str) -> bool:
+    real = os.path.realpath(path)
+    return any(real == d or real.startswith(d + "/") for d in SYSTEM_DIRS
+               if os.path.isdir(d) and not os.path.islink(d))
+
+
 def setpriv_argv(uid: int, gid: int) -> list[str]:
     """The setpriv prefix that runs the next program as ``uid``/``gid`` with no
     supplementary groups, no capabilities (inheritable, ambient via clearing, bounding) and
@@ -86,10 +92,13 @@ def bwrap_argv(command: str, *, workspace: Path, cwd: Path, env: dict[str, str],
             argv += ["--symlink", os.readlink(path), path]
         elif os.path.isdir(path):
             argv += ["--ro-bind", path, path]
-    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp",
+    argv += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp",
+             "--perms", "1777", "--tmpfs", "/var/tmp",
              "--tmpfs", "/run"]
     for path in hide:
-        if os.path.isdir(path):
+        # Only a tree that would be visible needs covering; anything else is simply absent
+        # (mounting a tmpfs there would create its parents inside: mount only what is needed).
+        if os.path.isdir(path) and _under_system_dir(path):
             argv += ["--tmpfs", path]
     for path in _HIDDEN_FILES:
         if os.path.exists(path):
@@ -169,7 +178,8 @@ class SandboxBackend:
         if os.path.commonpath([root, real_cwd]) != root:
             raise ValueError(f"cwd {cwd} is outside the sandbox workspace {self.workspace}")
         workspace_hand_over(Path(root), self.host_uid, self.host_gid)
-        inner_env = minimal_env(Path(root), {**git_ceiling(Path(root)), **(env or {})},
+        inner_env = minimal_env(Path(root), {**git_ceiling(Path(root)), "TMPDIR": "/tmp",
+                                             **(env or {})},
                                 path=self.path)
         run_as = (self.host_uid, self.host_gid) if os.geteuid() == 0 else None
         argv = bwrap_argv(command, workspace=self.workspace, cwd=Path(real_cwd),
