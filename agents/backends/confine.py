@@ -16,8 +16,15 @@ Where the kernel offers Landlock, each command is confined in the child before e
   /proc/<ppid>/environ (the worker's secrets) through an allowed /proc. The cost:
   /dev/fd, /dev/stdin and bash's ``<(...)`` do not work on this backend.
 
-Landlock covers the file system only (the PyPI ``landlock`` binding exposes no network
-rules): network access is not confined here; the sandbox backend unshares the network.
+- TCP (Landlock ABI 4 and later): a command may connect only to ``ALLOWED_TCP_PORTS``
+  (HTTP and HTTPS, for package downloads) and bind no TCP port, so the app's PostgreSQL,
+  Redis (the Celery broker), web server and simulator on this host are unreachable. The
+  PyPI ``landlock`` binding exposes no network rules, so this second, network-only layer is
+  created with the raw syscalls here (Landlock stacks layers; both apply).
+
+Not covered by Landlock: connecting to a pathname Unix socket (e.g. PostgreSQL's
+/var/run/postgresql socket: keep it on password or peer authentication, or use the sandbox
+backend, which does not mount /run), UDP, and abstract sockets.
 Where Landlock is missing (old kernel, disabled LSM, seccomp in a container) the local
 backend falls back to the policy alone, and ``landlock_abi()`` says so (0).
 
@@ -44,6 +51,55 @@ SECRET_FILES = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-",
                 "/etc/sudoers", "/etc/sudoers.d", "/etc/ssh", "/etc/ssl/private")
 """Never readable, even though /etc is: password hashes, sudo rules, host private keys."""
 WRITABLE_DEVICES = ("/dev/null",)
+ALLOWED_TCP_PORTS = (80, 443)
+"""TCP ports a confined command may connect to (ABI >= 4); nothing may be bound."""
+
+_SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
+_RULE_NET_PORT = 2
+_NET_BIND_TCP, _NET_CONNECT_TCP = 1 << 0, 1 << 1
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+
+
+class _NetRulesetAttr(ctypes.Structure):
+    """struct landlock_ruleset_attr up to handled_access_net (uapi/linux/landlock.h)."""
+
+    _fields_ = [("handled_access_fs", ctypes.c_uint64),
+                ("handled_access_net", ctypes.c_uint64)]
+
+
+class _NetPortAttr(ctypes.Structure):
+    """struct landlock_net_port_attr."""
+
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("port", ctypes.c_uint64)]
+
+
+def _syscall(number: int, *args) -> int:
+    ctypes.set_errno(0)
+    result = _libc.syscall(ctypes.c_long(number), *args)
+    if result < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+    return result
+
+
+def net_ruleset(ports: Iterable[int] = ALLOWED_TCP_PORTS) -> int | None:
+    """A ruleset fd that handles TCP bind and connect and allows connecting to ``ports``
+    only; None below ABI 4 (no network rules in the kernel). Raises OSError."""
+    if landlock_abi() < 4:
+        return None
+    attr = _NetRulesetAttr(0, _NET_BIND_TCP | _NET_CONNECT_TCP)
+    fd = _syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)),
+                  ctypes.c_uint32(0))
+    try:
+        for port in ports:
+            rule = _NetPortAttr(_NET_CONNECT_TCP, port)
+            _syscall(_SYS_ADD_RULE, ctypes.c_int(fd), ctypes.c_int(_RULE_NET_PORT),
+                     ctypes.byref(rule), ctypes.c_uint32(0))
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
 
 
 @functools.cache
@@ -134,6 +190,7 @@ class LandlockRules:
                 self._allow(path, write_dev)
         self._allow(workspace, everything)
         self._allow(tmp, everything)
+        self._net_fd = net_ruleset()
 
     def _allow(self, path: str, rights) -> None:
         ctypes.set_errno(0)
@@ -146,13 +203,17 @@ class LandlockRules:
         self._prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS: required by restrict_self
         ctypes.set_errno(0)
         self._restrict(self._ruleset._fd, 0)
+        if self._net_fd is not None:
+            _syscall(_SYS_RESTRICT_SELF, ctypes.c_int(self._net_fd), ctypes.c_uint32(0))
 
     def close(self) -> None:
-        """Close the ruleset fd (after the child has started)."""
-        try:
-            os.close(self._ruleset._fd)
-        except OSError:
-            pass
+        """Close the ruleset fds (after the child has started)."""
+        for fd in (self._ruleset._fd, self._net_fd):
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
 
 
 __all__ = ["LandlockRules", "SECRET_FILES", "SYSTEM_DIRS", "landlock_abi", "read_rule_paths"]

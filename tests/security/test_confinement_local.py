@@ -95,3 +95,17 @@ def test_writes_outside_the_workspace_fail_and_inside_succeed(ctx, host):  # noq
     for path in (host.workspaces / "planted", host.other / "planted"):
         assert not path.exists()
     assert not os.path.exists("/etc/planted")
+
+
+def test_the_apps_services_on_this_host_are_unreachable_over_tcp(ctx, settings):
+    """PostgreSQL (trust auth on this host: a connection is superuser), Redis (the Celery
+    broker: a forged task runs in the worker) and the simulator: no TCP connect succeeds
+    from a command (Landlock ABI >= 4 on the local backend; no network in the sandbox)."""
+    from agents.backends.confine import landlock_abi
+
+    if ctx.backend.name == "local" and landlock_abi() < 4:
+        pytest.skip("Landlock below ABI 4 has no network rules")
+    out = term(ctx, "psql -h 127.0.0.1 -U postgres -tc 'select 4242' 2>&1; "
+                    "redis-cli -h 127.0.0.1 ping 2>&1; "
+                    "(exec 3<>/dev/tcp/127.0.0.1/6379) 2>&1 && echo CONNECTED")
+    assert "4242" not in out and "PONG" not in out and "CONNECTED" not in out
