@@ -39,7 +39,6 @@ import functools
 import os
 import stat
 from collections.abc import Callable, Iterable
-from pathlib import PurePosixPath
 
 from landlock import FSAccess, Ruleset, landlock_abi_version
 from landlock.plumbing import get_prctl, get_restrict_self
@@ -125,25 +124,40 @@ def read_rule_paths(roots: Iterable[str], excluded: Iterable[str], *,
     into its children, recursively; a root inside an excluded path is dropped. Pure given
     ``listdir``/``is_dir`` (tested with hypothesis). Sorted, no duplicates.
     """
-    banned = [PurePosixPath(os.path.normpath(p)) for p in excluded]
+    banned_set = {os.path.normpath(p) for p in excluded}
+    banned = sorted(banned_set)
     out: set[str] = set()
 
-    def visit(path: PurePosixPath) -> None:
-        if any(path == b or b in path.parents for b in banned):
+    def visit(path: str, inside: list[str]) -> None:
+        # ``inside``: the banned paths at or below ``path`` (string prefixes: fast).
+        if _at_or_below(path, banned_set):
             return
-        if not any(path in b.parents for b in banned):
-            out.add(str(path))
+        prefix = path.rstrip("/") + "/"
+        below = [b for b in inside if b.startswith(prefix)]
+        if not below:
+            out.add(path)
             return
         try:
-            children = listdir(str(path))
+            children = listdir(path)
         except OSError:
             return
         for name in children:
-            visit(path / name)
+            visit(prefix + name, below)
 
     for root in roots:
-        visit(PurePosixPath(os.path.normpath(root)))
+        visit(os.path.normpath(root), banned)
     return sorted(out)
+
+
+def _at_or_below(path: str, banned: set[str]) -> bool:
+    """True if ``path`` or one of its ancestors is in ``banned`` (O(depth) set lookups)."""
+    while True:
+        if path in banned:
+            return True
+        parent = os.path.dirname(path)
+        if parent == path:
+            return False
+        path = parent
 
 
 def process_entries(proc: str = "/proc") -> list[str]:
@@ -154,6 +168,22 @@ def process_entries(proc: str = "/proc") -> list[str]:
     except OSError:
         return []
     return [f"{proc}/{n}" for n in names if n.isdigit() or n in ("self", "thread-self")]
+
+
+@functools.lru_cache(maxsize=8)
+def _read_plan(protected: tuple[str, ...]) -> tuple[tuple[str, bool], ...]:
+    """(path, is a directory) of every read rule, computed once per process and protected
+    set: the system trees change rarely, and per-process /proc entries are never allowed,
+    so a pid started later is not readable either."""
+    excluded = [*SECRET_FILES, *protected, *process_entries()]
+    roots = [p for p in SYSTEM_DIRS if os.path.isdir(p) and not os.path.islink(p)]
+    plan = []
+    for path in read_rule_paths(roots, excluded):
+        try:
+            plan.append((path, stat.S_ISDIR(os.stat(path).st_mode)))
+        except OSError:
+            continue
+    return tuple(plan)
 
 
 class LandlockRules:
@@ -173,15 +203,11 @@ class LandlockRules:
         self._ruleset = Ruleset(restrict_rules=everything)
         # Resolve the library's syscall wrappers now: the child must not dlopen or import.
         self._prctl, self._restrict = get_prctl(), get_restrict_self()
-        excluded = [*SECRET_FILES, *protected, *process_entries()]
-        roots = [p for p in SYSTEM_DIRS if os.path.isdir(p) and not os.path.islink(p)]
-        for path in read_rule_paths(roots, excluded):
+        for path, is_dir in _read_plan(tuple(protected)):
             try:
-                info = os.stat(path)
+                self._allow(path, read_dir if is_dir else read_file)
             except OSError:
-                continue
-            rights = read_dir if stat.S_ISDIR(info.st_mode) else read_file
-            self._allow(path, rights)
+                continue  # vanished since the plan was made: nothing to allow
         write_dev = FSAccess.READ_FILE | FSAccess.WRITE_FILE
         if landlock_abi() >= 3:
             write_dev |= FSAccess.TRUNCATE
