@@ -104,6 +104,13 @@ def bwrap_argv(command: str, *, workspace: Path, cwd: Path, env: dict[str, str],
         if os.path.exists(path):
             argv += ["--ro-bind", "/dev/null", path]
     real = os.path.realpath(workspace)
+    # bubblewrap (as root) would make the bind's missing parents 0700 root: the unprivileged
+    # command could not reach its own workspace. Make them 0755 explicitly.
+    mounted = {"/tmp", "/var/tmp", "/run", "/proc", "/dev"}
+    for parent in reversed(Path(real).parents):
+        text = str(parent)
+        if text != "/" and text not in mounted and not _under_system_dir(text):
+            argv += ["--perms", "0755", "--dir", text]
     argv += ["--bind", real, real]
     if str(workspace) != real:
         argv += ["--symlink", real, str(workspace)] if not os.path.lexists(workspace) else []
