@@ -102,3 +102,37 @@ def test_no_path_through_the_workspace_reaches_a_host_file(entries, queries):
                 pass
         assert (outside / "secret.txt").read_bytes() == SECRET + b"\n"
         assert sorted(os.listdir(outside)) == ["secret.txt"]
+
+
+def test_opening_is_race_free_against_a_command_swapping_links(tmp_path):
+    """A real command swaps a directory for a symlink to a host dir in a tight loop while
+    the worker reads through it: a "resolve, check, then open" reader leaks sometimes; the
+    fd walk never does (each read is the inside file or a refusal)."""
+    import threading
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "f").write_bytes(SECRET)
+    root = tmp_path / "ws"
+    (root / "d").mkdir(parents=True)
+    (root / "d" / "f").write_bytes(b"inside")
+    swapper = LocalBackend(workspace=root, confine="none")
+    loop = ("for i in $(seq 1500); do mv d d.real && ln -s ../outside d && rm d && "
+            "mv d.real d; done; echo swapped")
+    result: dict = {}
+    thread = threading.Thread(target=lambda: result.update(
+        out=swapper.run(loop, cwd=root, timeout=120).output))
+    thread.start()
+    ws = Workspace(root)
+    reads = refusals = 0
+    while thread.is_alive():
+        try:
+            data = ws.read_bytes("d/f")
+        except ToolError:
+            refusals += 1
+            continue
+        reads += 1
+        assert data == b"inside"
+    thread.join()
+    assert "swapped" in result["out"]
+    assert reads > 0 and refusals > 0, (reads, refusals)
