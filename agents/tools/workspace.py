@@ -235,9 +235,8 @@ class Workspace:
                 old = None
             if old is not None and stat.S_ISDIR(old.st_mode):
                 raise ToolError(f"'{shown}' is a directory")
-            tmp = self._create_temp(dir_fd, name)
+            tmp, fd = self._create_temp(dir_fd, name)
             try:
-                fd = os.open(tmp, os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW, dir_fd=dir_fd)
                 with os.fdopen(fd, "wb") as handle:
                     handle.write(data)
                     if old is not None and stat.S_ISREG(old.st_mode):
@@ -255,7 +254,8 @@ class Workspace:
         finally:
             os.close(dir_fd)
 
-    def _create_temp(self, dir_fd: int, name: str) -> str:
+    def _create_temp(self, dir_fd: int, name: str) -> tuple[str, int]:
+        """A fresh temp file next to ``name``: (its name, an fd open for writing)."""
         for attempt in range(100):
             tmp = f".{name[:200]}.{os.getpid()}.{attempt}.tmp"
             try:
@@ -265,9 +265,10 @@ class Workspace:
                 continue
             try:
                 self._fown(fd)
-            finally:
+            except BaseException:
                 os.close(fd)
-            return tmp
+                raise
+            return tmp, fd
         raise ToolError(f"no free temporary name next to '{name}'")
 
     def create_exclusive(self, directory: str | os.PathLike[str], name: str,
