@@ -14,17 +14,15 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from sessions.events import group_publish, user_group
 from sessions.services import provider_default
 from sessions.toolbox import backend_kind, confinement
 
 
 @require_POST
 def logout_view(request: HttpRequest) -> HttpResponse:
-    """POST-only logout (a GET link could be triggered by any page). Publishes
-    {"type": "force.close"} to the user's group first, so their open chat sockets close."""
-    if request.user.is_authenticated:
-        group_publish(user_group(request.user.pk), {}, kind="force.close")
+    """POST-only logout (a GET link could be triggered by any page). The sockets opened with
+    this login are closed by the user_logged_out receiver (sessions/signals.py), which every
+    logout path (this view, the admin's) goes through."""
     logout(request)
     return redirect(settings.LOGOUT_REDIRECT_URL)
 

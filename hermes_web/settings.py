@@ -19,6 +19,7 @@ import secrets
 from pathlib import Path
 
 import dj_database_url
+from csp import constants as csp_constants
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -97,6 +98,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -105,6 +107,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "hermes_web.middleware.HtmxLoginRedirectMiddleware",
     "axes.middleware.AxesMiddleware",
 ]
 
@@ -203,6 +206,26 @@ AXES_LOCKOUT_TEMPLATE = "registration/lockout.html"
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False
 SESSION_COOKIE_SAMESITE = "Lax"
+
+# --- Content-Security-Policy (django-csp 4.x: one dict, directives keyed by name) ----------
+# Issue 8, finding 10. Everything from this origin only: no inline script or handler (pages
+# use static/*.js), no eval, no inline style, no image from another host (a reply cannot leak
+# data in an image URL even if one slipped past sessions/rendering.py), no plugins, no
+# framing. connect-src 'self' covers this origin's ws:// and wss:// (CSP Level 3).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [csp_constants.SELF],
+        "script-src": [csp_constants.SELF],
+        "style-src": [csp_constants.SELF],
+        "img-src": [csp_constants.SELF],
+        "connect-src": [csp_constants.SELF],
+        "font-src": [csp_constants.SELF],
+        "object-src": [csp_constants.NONE],
+        "base-uri": [csp_constants.NONE],
+        "form-action": [csp_constants.SELF],
+        "frame-ancestors": [csp_constants.NONE],
+    },
+}
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

@@ -167,7 +167,9 @@ class WriteFile:
         existed = ws.write_bytes(path, data)
         lines = content.count("\n") + (1 if content and not content.endswith("\n") else 0)
         verb = "replaced" if existed else "created"
-        return ToolOutput(text=f"{verb} {shown} ({len(content)} chars, {lines} lines)")
+        return ToolOutput(text=f"{verb} {shown} ({len(content)} chars, {lines} lines)",
+                          metadata={"created": not existed, "chars": len(content),
+                                    "lines": lines})
 
 
 class Patch:
@@ -255,7 +257,8 @@ class Patch:
         self._write_all(ws, updated, originals)
         lines = [f"patched {ws.display(p)} ({n} replacement"
                  f"{'s' if n != 1 else ''})" for p, n in counts.items()]
-        return ToolOutput(text="\n".join(lines))
+        return ToolOutput(text="\n".join(lines),
+                          metadata={"replacements": sum(counts.values()), "files": len(counts)})
 
     @staticmethod
     def _write_all(ws: Workspace, updated: dict[Path, str], originals: dict[Path, str]) -> None:
