@@ -7,8 +7,6 @@ views only show it.
 
 from __future__ import annotations
 
-import importlib.util
-
 from django.conf import settings
 from django.contrib.auth import logout
 from django.contrib.auth.decorators import login_required
@@ -17,6 +15,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from sessions.services import provider_default
+from sessions.toolbox import backend_kind, confinement
 
 
 @require_POST
@@ -28,17 +27,6 @@ def logout_view(request: HttpRequest) -> HttpResponse:
     return redirect(settings.LOGOUT_REDIRECT_URL)
 
 
-def approval_backend() -> str:
-    """Where tool commands run: "sandbox" when HERMES_BACKEND allows it and the host
-    supports it (agents/backends/sandbox.py), else "local"."""
-    choice = settings.HERMES.get("BACKEND", "auto")
-    if choice == "local" or importlib.util.find_spec("agents.backends.sandbox") is None:
-        return "local"
-    from agents.backends.sandbox import sandbox_available
-
-    return "sandbox" if sandbox_available() else "local"
-
-
 @login_required
 @require_GET
 def settings_view(request: HttpRequest) -> HttpResponse:
@@ -46,7 +34,8 @@ def settings_view(request: HttpRequest) -> HttpResponse:
     provider, model = provider_default()
     hermes = settings.HERMES
     context = {
-        "provider": provider, "model": model, "backend": approval_backend(),
+        "provider": provider, "model": model, "backend": backend_kind(),
+        "confinement": confinement(),
         "backend_setting": hermes.get("BACKEND", "auto"), "yolo": hermes.get("YOLO", False),
         "simulator": provider == "simulator",
         "max_iterations": hermes.get("MAX_ITERATIONS"),

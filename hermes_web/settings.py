@@ -43,8 +43,17 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()] if value else default
 
 
-DATA_DIR = Path(env_str("HERMES_DATA_DIR", str(BASE_DIR / "var"))).resolve()
-DATA_DIR.mkdir(parents=True, exist_ok=True)
+def _default_data_dir() -> Path:
+    """$XDG_DATA_HOME/hermes-web, else ~/.local/share/hermes-web: outside the checkout and
+    every git tree, so an agent's `git reset --hard` in a workspace can never reach the app's
+    repository and Landlock can keep the app's code unreadable (issue 8 finding 5)."""
+    xdg = env_str("XDG_DATA_HOME")
+    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".local" / "share"
+    return base / "hermes-web"
+
+
+DATA_DIR = Path(env_str("HERMES_DATA_DIR") or str(_default_data_dir())).resolve()
+DATA_DIR.mkdir(parents=True, exist_ok=True, mode=0o700)
 
 
 def _secret_key() -> str:
@@ -285,6 +294,10 @@ HERMES = {
     "YOLO": env_bool("HERMES_YOLO", False),
     "APPROVAL_TIMEOUT_SECONDS": int(env_str("HERMES_APPROVAL_TIMEOUT", "300")),
     "BACKEND": env_str("HERMES_BACKEND", "auto"),  # auto | local | sandbox
+    # The unprivileged host uid/gid sandboxed commands run as when the worker is root.
+    "SANDBOX_UID": int(env_str("HERMES_SANDBOX_UID", "61000")),
+    # Local backend: Landlock where the kernel has it (auto), demanded (landlock), or off.
+    "LOCAL_CONFINEMENT": env_str("HERMES_LOCAL_CONFINEMENT", "auto"),
     # Turn lease (seconds); renewed every iteration.
     "LEASE_SECONDS": int(env_str("HERMES_LEASE_SECONDS", "120")),
     # Context management (agents/compaction.py, agents/prune.py).
