@@ -24,15 +24,30 @@ FINALIZER_PROMPT = (
 )
 MAX_REQUEST_RETRIES = 2
 """Re-sends after a compaction or history repair forced by a provider error, per turn."""
+MAX_CONSECUTIVE_MODEL_ERRORS = 3
+"""Provider errors in a row (after the transport's own retries and failover) that end the
+turn, whatever recovery is still on offer (issue 10, build 2)."""
+MAX_EMPTY_TOOL_NAME_STREAK = 2
+"""Consecutive model replies carrying an empty tool name that end the turn (case B18)."""
+EMPTY_NAME_STOP = ("Stopped: the model called a tool with an empty name twice in a row. Tool-"
+                   "call syntax it read in files or tool output is data, not an instruction; "
+                   "send a new message to continue.")
+INCOMPLETE_KIND = "incomplete"
+"""``kind`` of an assistant message kept from a stream that failed after text was shown
+(cases B21, B22): replayed as ordinary text, marked in the UI."""
+REFUSAL_KIND = "refusal"
+"""``kind`` of an assistant message whose reply was a refusal (case B27)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TurnResult:
-    """How a turn ended: ``status`` "completed" or "budget_exhausted"; ``text`` the final
-    assistant text; ``iterations`` model calls counted against the budget; ``history`` the
-    live transcript as the turn left it (the caller may keep it for the next turn)."""
+    """How a turn ended: ``status`` "completed", "budget_exhausted", "refused" (the model
+    refused; the user may rephrase, case B27) or "empty_tool_name" (case B18); ``text`` the
+    final assistant text; ``iterations`` model calls made in this turn (every request that
+    got a reply, the finalizer included: the count is honest, B18); ``history`` the live
+    transcript as the turn left it (the caller may keep it for the next turn)."""
 
-    status: Literal["completed", "budget_exhausted"]
+    status: Literal["completed", "budget_exhausted", "refused", "empty_tool_name"]
     text: str
     iterations: int
     history: tuple[Message, ...] = ()
@@ -83,11 +98,15 @@ def run_turn(history: list[Message], *, harness: Harness, sink: EventSink,
     pending = unanswered_calls(history)
     if pending:
         history += _run_calls(pending, harness=harness, sink=sink)
-    retries = 0
+    retries = errors_in_row = empty_names = calls_made = 0
+    failed: tuple[ModelRequest, TransportError] | None = None
     while budget.consume():
         if sink.should_stop():
             raise TurnCancelled("stopped by the user")
         history, request = harness.prepare(history)
+        if failed is not None and request == failed[0]:
+            # Recovery changed nothing: never resend the same bytes after an error (B01, B25).
+            raise failed[1]
         try:
             response = harness.transport.complete(request, on_text=sink.text_delta,
                                                   should_stop=sink.should_stop)
@@ -97,22 +116,44 @@ def run_turn(history: list[Message], *, harness: Harness, sink: EventSink,
                 sink.message_added(Message(role="assistant", content=partial))
             raise
         except TransportError as exc:
-            recovered = harness.recover(history, exc) if retries < MAX_REQUEST_RETRIES else None
+            partial = getattr(exc, "partial", "")
+            if partial:  # the user saw it: keep it, marked incomplete (B21, B22)
+                history.append(sink.message_added(Message(role="assistant", content=partial),
+                                                  kind=INCOMPLETE_KIND))
+            errors_in_row += 1
+            recovered = None
+            if retries < MAX_REQUEST_RETRIES and errors_in_row < MAX_CONSECUTIVE_MODEL_ERRORS \
+                    and not partial:
+                recovered = harness.recover(history, exc)
             if recovered is None:
                 raise
             retries += 1
             budget.refund()  # the call never produced a reply: it does not count
+            failed = (request, exc)
             history = recovered
             continue
+        errors_in_row, failed, calls_made = 0, None, calls_made + 1
         harness.observe(request, response)
         sink.usage_recorded(response.usage, request, response)
+        if response.stop_reason == "refusal":
+            # A refusal is final for this input: shown as one (a field, not invented text),
+            # billed once, never resent; the user may rephrase (B27).
+            message = sink.message_added(response.message, kind=REFUSAL_KIND)
+            history.append(message)
+            return TurnResult(status="refused", text=message.content, iterations=calls_made,
+                              history=tuple(history))
         message = sink.message_added(response.message)
         history.append(message)
         if not message.tool_calls:
-            return TurnResult(status="completed", text=message.content, iterations=budget.used,
+            return TurnResult(status="completed", text=message.content, iterations=calls_made,
                               history=tuple(history))
+        empty_names = empty_names + 1 if any(not c.name.strip() for c in message.tool_calls) \
+            else 0
         history += _run_calls(list(message.tool_calls), harness=harness, sink=sink)
-    return _finalize(history, harness=harness, sink=sink, budget=budget)
+        if empty_names >= MAX_EMPTY_TOOL_NAME_STREAK:  # results stored: pairing holds (B18)
+            return TurnResult(status="empty_tool_name", text=EMPTY_NAME_STOP,
+                              iterations=calls_made, history=tuple(history))
+    return _finalize(history, harness=harness, sink=sink, calls_made=calls_made)
 
 
 def _run_calls(calls: list[ToolCall], *, harness: Harness, sink: EventSink) -> list[Message]:
@@ -127,7 +168,7 @@ def _run_calls(calls: list[ToolCall], *, harness: Harness, sink: EventSink) -> l
 
 
 def _finalize(history: list[Message], *, harness: Harness, sink: EventSink,
-              budget: IterationBudget) -> TurnResult:
+              calls_made: int) -> TurnResult:
     """Budget spent with no final text: one more call with the tool schema removed
     (removing the tools is a fact; asking the model to stop is only a request)."""
     note = sink.message_added(Message(role="user", content=FINALIZER_PROMPT))
@@ -139,5 +180,5 @@ def _finalize(history: list[Message], *, harness: Harness, sink: EventSink,
     sink.usage_recorded(response.usage, request, response)
     # A model that still emits tool calls without tools gets them dropped: nothing can run.
     message = sink.message_added(replace(response.message, tool_calls=()))
-    return TurnResult(status="budget_exhausted", text=message.content, iterations=budget.used,
-                      history=(*history, message))
+    return TurnResult(status="budget_exhausted", text=message.content,
+                      iterations=calls_made + 1, history=(*history, message))

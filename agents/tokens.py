@@ -172,28 +172,6 @@ class PrefixFingerprinter:
         return self._states[len(messages)].hexdigest()
 
 
-_OVERFLOW = re.compile(
-    r"prompt is too long|exceed context limit|maximum context length|context_length_exceeded"
-    r"|context window|tokens in request more than max tokens allowed|largest known context"
-    r" limit|request entity too large|too many tokens|reduce the length of the messages",
-    re.IGNORECASE)
-
-
-def is_context_overflow(error: BaseException | str) -> bool:
-    """True when a provider error says the prompt did not fit (backstop 2 of the seed: an
-    overflow compacts and retries). Accepts a TransportError (its ``classified`` hint is used
-    when it has ``kind == "context_overflow"`` or a true ``compress`` attribute) or any message;
-    falls back to matching the bodies of failure case B25, so stripped status codes still work.
-    """
-    if isinstance(error, BaseException):
-        classified = getattr(error, "classified", None)
-        if classified is not None and (getattr(classified, "kind", None) == "context_overflow"
-                                       or getattr(classified, "compress", False) is True):
-            return True
-        error = str(error)
-    return bool(_OVERFLOW.search(error)) or error.lstrip().startswith("413")
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UsageAnchor:
     """One calibration pair: the rough estimate of a request and the prompt tokens the
@@ -228,7 +206,8 @@ class Calibrator:
     - Every response whose billed count is under ``threshold`` re-anchors the baseline.
     - Backstop 1: a billed count at or over ``threshold`` clears the baseline and sets
       ``over_threshold`` so ``should_compact`` is true until ``on_compacted()``.
-    - Backstop 2 (a provider overflow error) is ``is_context_overflow``; the caller compacts.
+    - Backstop 2 (a provider overflow error) is the classifier's ``compress`` hint
+      (agents/transports/errors.py); the caller compacts.
     ``threshold`` is in tokens (compaction.compaction_threshold). ``clock`` gives epoch seconds.
     """
 

@@ -120,6 +120,10 @@ class TurnContext:
     """The live history as loaded at the start of the turn (reused, not re-read)."""
     bound: BoundSession | None = None
     """This worker's copy from the session's previous turn, when still valid."""
+    compactions: int = 0
+    """Compactions committed in this turn: automatic ones run at most once per turn (B10)."""
+    breaker_noticed: bool = False
+    """The "breaker tripped" notice was already shown in this turn (B10)."""
 
     @cached_property
     def profile(self) -> ProviderProfile:
@@ -345,11 +349,15 @@ def _prepare(ctx: TurnContext, sink: DbSink, history: list[AgentMessage]):
     elif settings.HERMES["PRUNE_TRIGGER_TOKENS"] > 0:
         reduced = session_prune(ctx=ctx, history=prepared.history,
                                 projected=prepared.projected_tokens)
-    if (reduced is None and settings.HERMES["COMPACTION_ENABLED"]
+    if (reduced is None and settings.HERMES["COMPACTION_ENABLED"] and ctx.compactions == 0
             and ctx.pipeline.calibrator.should_compact(prepared.rough_tokens)):
+        # At most one automatic compaction per turn (B10); the breaker may still refuse.
         reduced = session_compact(ctx=ctx, sink=sink, history=prepared.history, forced=False,
                                   reason="threshold")
+        if reduced is None:
+            _notice_breaker(ctx)
     if reduced is not None:
+        ctx.compactions += 1
         prepared = ctx.pipeline.prepare(reduced)
     ctx.first_request = False
     for added in prepared.added:  # stored, so the next request is identical (history.py)
@@ -388,26 +396,49 @@ def _observe(ctx: TurnContext, request: ModelRequest, response: ModelResponse) -
 
 def _recover(ctx: TurnContext, sink: DbSink, history: list[AgentMessage],
              exc: TransportError):
-    """A provider overflow compacts and retries (backstop 2); a 400 about history shape is
-    repaired by a forced compaction (never the same payload again). Else None: fail."""
-    from agents.history import is_history_shape_error
-    from agents.tokens import is_context_overflow
+    """Read the classifier's hints (never the message; defect 4) and return the history to
+    retry with, or None to fail. The loop refuses to resend a request identical to the one
+    that failed, so every branch here must change the bytes or give up.
+
+    - Overflow whose body says the input alone fits: only lower max_tokens (B25).
+    - Other overflow: one forced compaction, unless the breaker is tripped (B10).
+    - History shape (B01, B02, B17): reload the rows, validate them from scratch, and send
+      the earlier turns' tool exchanges as plain text (legal on every provider)."""
     from sessions.context import session_compact
 
     ctx.pipeline.calibrator.after_error()
-    classified = exc.classified
-    overflow = bool(getattr(classified, "compress", False)) or is_context_overflow(str(exc))
-    shape = bool(getattr(classified, "history_shape", False)) or is_history_shape_error(str(exc))
-    if not (overflow or shape):
+    hint = exc.classified
+    if hint is None:
         return None
-    if overflow and ctx.pipeline.note_overflow(str(exc)):
-        # Output budget too big for what is left: resend sized by the provider's own count
-        # before paying for a compaction.
+    if hint.compress:
+        if ctx.pipeline.note_overflow(hint.input_tokens, hint.context_limit):
+            return history  # the next request asks for less output, sized by the provider
+        if ctx.breaker.tripped:
+            _notice_breaker(ctx)
+            return None
         compacted = session_compact(ctx=ctx, sink=sink, history=history, forced=True,
                                     reason="overflow")
-        return compacted if compacted is not None else history
-    return session_compact(ctx=ctx, sink=sink, history=history, forced=True,
-                           reason="overflow" if overflow else "history_shape")
+        if compacted is not None:
+            ctx.compactions += 1
+        return compacted
+    if hint.history_shape:
+        ctx.bound = None
+        ctx.pipeline.repair_strictly()
+        event_append(session_id=ctx.session.pk, type="history.repaired", payload={
+            "turn_id": ctx.turn.pk, "reason": hint.message[:300]})
+        return history_load(session=ctx.session)
+    return None
+
+
+def _notice_breaker(ctx: TurnContext) -> None:
+    """Tell the user, once per turn, that automatic compaction is paused (B10)."""
+    if ctx.breaker_noticed or not ctx.breaker.tripped:
+        return
+    ctx.breaker_noticed = True
+    event_append(session_id=ctx.session.pk, type="compaction.breaker_tripped", payload={
+        "turn_id": ctx.turn.pk,
+        "text": "Automatic compaction is paused: the last compactions did not shrink the "
+                "context enough. Use /compact or /prune, or start a new session."})
 
 
 def _await_approval(ctx: TurnContext, sink: DbSink, exc: ApprovalRequired) -> str:

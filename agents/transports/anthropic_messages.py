@@ -149,14 +149,21 @@ class AnthropicTransport:
     ``api_key``: the key value (None for keyless endpoints such as the simulator).
     ``model``: default when a request names none (else the profile's). ``timeout``: seconds
     per request. ``retry`` / ``sleep``: the retry policy and its clock (tests pass tiny
-    delays and a recording sleep).
+    delays and a recording sleep). ``breakpoint_store``: where learned breakpoint limits
+    live (the database in the app); ``breakpoint_limit``: the per-endpoint setting for a
+    known proxy (HERMES_BREAKPOINT_LIMITS).
     """
 
     def __init__(self, profile: ProviderProfile, *, api_key: str | None,
                  model: str | None = None, timeout: float = 600.0,
                  retry: RetryPolicy | None = None,
-                 sleep: Callable[[float], None] | None = None) -> None:
+                 sleep: Callable[[float], None] | None = None,
+                 breakpoint_store: bp.LimitStore | None = None,
+                 breakpoint_limit: int | None = None) -> None:
         self.profile = profile
+        self.limits = breakpoint_store or bp.PROCESS_LIMITS
+        self.configured_limit = breakpoint_limit
+        self._clamp_ttl = False
         self.model = model or profile.default_model
         self.retry = retry or RetryPolicy()
         self._sleep = sleep
@@ -171,8 +178,10 @@ class AnthropicTransport:
         there are some), system blocks, messages, stream; markers rendered for the
         breakpoints this route may carry (agents/transports/breakpoints.py)."""
         points = bp.select_breakpoints(
-            request.breakpoints, limit=bp.limit_for(self.profile),
-            n_messages=len(request.messages), allow_1h=self.profile.supports_1h_ttl)
+            request.breakpoints,
+            limit=bp.limit_for(self.profile, self.limits, self.configured_limit),
+            n_messages=len(request.messages),
+            allow_1h=self.profile.supports_1h_ttl and not self._clamp_ttl)
         marks = {p.index: p for p in points if p.target == "message"}
         payload: dict[str, Any] = {"model": request.model or self.model,
                                    "max_tokens": request.max_tokens}
@@ -190,7 +199,9 @@ class AnthropicTransport:
                  should_stop: Callable[[], bool] = lambda: False) -> ModelResponse:
         """Stream one reply (see agents.Transport.complete). A "maximum of N blocks with
         cache_control" 400 is retried once with fewer breakpoints, and the lower limit is
-        remembered for this base_url (issue 3 item 3). Raises TransportError or
+        remembered for this base_url (issue 3 item 3); a TTL-order 400 (a gateway's own 5m
+        marker ahead of our 1h one) is retried once with every TTL clamped to 5m, and this
+        transport keeps clamping (issue 10 defect 8). Raises TransportError or
         TurnCancelled (``.partial`` = text delivered so far)."""
         if should_stop():
             raise _cancelled("")
@@ -201,7 +212,7 @@ class AnthropicTransport:
             if not self._learn_from(error, payload):
                 raise
             fewer = self.build_payload(request)
-            if count_markers(fewer) >= count_markers(payload):
+            if fewer == payload:  # nothing changed: never resend the same bytes
                 raise
         try:
             return self._send(fewer, on_text, should_stop)
@@ -216,8 +227,12 @@ class AnthropicTransport:
         if not isinstance(classified, ClassifiedError) \
                 or classified.reason is not FailoverReason.CACHE_BREAKPOINT_LIMIT:
             return False
+        if classified.ttl_conflict:
+            self._clamp_ttl = True
+            return True
         bp.remember_limit(self.profile.base_url,
-                          bp.lower_limit(count_markers(payload), classified.message))
+                          bp.lower_limit(count_markers(payload), classified.breakpoint_limit,
+                                         classified.breakpoints_found), self.limits)
         return True
 
     def _send(self, payload: dict[str, Any], on_text: Callable[[str], None],

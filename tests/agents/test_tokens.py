@@ -9,7 +9,7 @@ from agents.errors import TransportError
 from agents.messages import Message, ToolCall, ToolSpec
 from agents.tokens import (
     IMAGE_TOKENS, Calibrator, UsageAnchor, estimate_message_tokens, estimate_payload_tokens,
-    estimate_text_tokens, is_context_overflow, prefix_fingerprint,
+    estimate_text_tokens, prefix_fingerprint,
 )
 
 # Reference counts per script: (text, tokens a BPE tokenizer bills for it). The figures are
@@ -193,23 +193,3 @@ def test_fingerprint_ignores_reasoning_but_not_sidecar() -> None:
                                                       sent_content="b")])
 
 
-def test_b25_overflow_predicate() -> None:
-    bodies = [
-        "400 prompt is too long: 201234 tokens > 200000 maximum",
-        "input length and max_tokens exceed context limit: 190000 + 16000 > 200000",
-        "This model's maximum context length is 128000 tokens. However, your messages resulted",
-        '{"code":"context_length_exceeded"}',
-        "1210 tokens in request more than max tokens allowed",
-        "Request requires approximately 278000 tokens, but the largest known context limit "
-        "in this combo is 272000 tokens.",
-        "413 Request Entity Too Large",
-    ]
-    assert all(is_context_overflow(b) for b in bodies)
-    assert not is_context_overflow("529 overloaded")
-    assert not is_context_overflow("messages.1: `tool_use` ids were found without")
-
-    class Hint:
-        kind = "context_overflow"
-
-    assert is_context_overflow(TransportError("opaque", classified=Hint()))
-    assert not is_context_overflow(TransportError("rate limited", classified=object()))
