@@ -98,8 +98,9 @@ def validate_and_repair(messages: Sequence[Message], *,
     - A call id repeated in a later call (some providers reuse "call_0" every turn) is sent as
       ``<id>_r<n>``; stored results are claimed by calls in order. ``added`` rows keep the
       stored id, so storing them reproduces the same request.
-    - Empty or whitespace-only content becomes ``EMPTY`` (assistants that carry tool calls may
-      be empty); two assistants in a row are merged; a history that opens with an assistant
+    - An assistant message with no text and no tool calls is dropped (B17: never replayed as
+      invented text); other empty or whitespace-only content becomes ``EMPTY`` (assistants
+      that carry tool calls may be empty); two assistants in a row are merged; a history that opens with an assistant
       gets a ``CONTINUES`` user message first.
     Deterministic and idempotent: repairing the output changes nothing and reports nothing.
     """
@@ -172,6 +173,11 @@ def _orphan_note(m: Message) -> Message:
 def _legal_roles(out: list[Message], problems: list[str]) -> list[Message]:
     legal: list[Message] = []
     for m in out:
+        if m.role == "assistant" and not m.tool_calls and _blank(m.wire_text):
+            # An empty reply (a refusal, an interrupt before the first token) is never
+            # replayed and never invented as "(empty)" (B17); its row stays for display.
+            problems.append("empty assistant message dropped")
+            continue
         if m.role == "assistant" and legal and legal[-1].role == "assistant":
             problems.append("two assistant messages in a row merged")
             legal[-1] = _merge(legal[-1], m)

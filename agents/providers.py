@@ -41,6 +41,12 @@ class ProviderProfile:
     - ``pricing_key``: key into the price table (pricing is not decided here).
     - ``max_tokens_field``: body key for the output cap on OpenAI-compatible routes
       ("max_completion_tokens" for OpenAI's own API, "max_tokens" elsewhere).
+    - ``strict_alternation``: the server's chat template rejects two consecutive user or
+      assistant messages (vLLM with Mistral / Llama-2 style templates, Mistral's API, many
+      local servers); the OpenAI-compatible transport then merges same-role neighbours
+      (issue 10 defect 6). OpenAI's own API accepts them and keeps them separate.
+    - ``summary_max_output_tokens``: output cap of the model used for compaction summaries
+      (None: ``max_output_tokens``); per model, not per profile setting (defect 7).
     """
 
     name: str
@@ -56,6 +62,7 @@ class ProviderProfile:
     drops_markers_on_tool_only_assistant: bool = False
     pricing_key: str = ""
     max_tokens_field: str = "max_tokens"
+    strict_alternation: bool = True
 
 
 SIMULATOR_URL = "http://127.0.0.1:8765"
@@ -72,7 +79,7 @@ PROFILES: dict[str, ProviderProfile] = {p.name: p for p in (
         name="openai", transport="openai_chat", base_url="https://api.openai.com/v1",
         key_env="OPENAI_API_KEY", default_model="gpt-4.1", context_window=1_047_576,
         max_output_tokens=32_768, pricing_key="openai",
-        max_tokens_field="max_completion_tokens"),
+        max_tokens_field="max_completion_tokens", strict_alternation=False),
     # An aggregator: chat-completions envelope in front of many vendors. The
     # OpenAI-compatible transport sends no markers, so caching is off for this route.
     ProviderProfile(

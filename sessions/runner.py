@@ -47,34 +47,77 @@ log = logging.getLogger("hermes.runner")
 
 def provider_profile(session: Session) -> ProviderProfile:
     """The session's provider profile with the configured overrides (base URL, window)."""
+    return profile_named(session.provider, session.model)
+
+
+def profile_named(name: str, model: str | None) -> ProviderProfile:
+    """Profile ``name`` with the configured overrides (base URL, window, ``model``)."""
     hermes = settings.HERMES
     base_url = None
-    if session.provider.startswith("simulator"):
-        base_url = hermes["SIMULATOR_URL"] + ("/v1" if session.provider.endswith("openai") else "")
+    if name.startswith("simulator"):
+        base_url = hermes["SIMULATOR_URL"] + ("/v1" if name.endswith("openai") else "")
     else:
-        profile = resolve_profile(session.provider)
+        profile = resolve_profile(name)
         key = "anthropic" if profile.transport == "anthropic_messages" else "openai"
         base_url = hermes["BASE_URLS"].get(key) or None
-    return resolve_profile(session.provider, base_url=base_url, model=session.model,
+    return resolve_profile(name, base_url=base_url, model=model or None,
                            context_window=hermes["CONTEXT_WINDOW"])
 
 
-def provider_transport(profile: ProviderProfile, model: str):
-    """The transport for ``profile``; the key value comes from settings (never os.environ).
-    One per (profile, model, key) per process: an SDK client holds a connection pool and an
-    SSL context that cost more to build than a whole iteration of the harness."""
+def provider_keys(profile: ProviderProfile) -> list[tuple[str, str | None]]:
+    """(label, key) pairs for ``profile``: its pool (HERMES_API_KEYS_<NAME>) when set, else
+    the one key from its ``key_env`` labelled with that variable's name. Values come from
+    settings (never os.environ); labels are what users see."""
+    pool = settings.HERMES["KEY_POOLS"].get(profile.name)
+    if pool:
+        return [(label, key or None) for label, key in pool]
     api_key = settings.HERMES["API_KEYS"].get(profile.key_env or "", "") or None
     if api_key is None and profile.name.startswith("simulator"):
         api_key = "simulator"
-    return _transport(profile, model, api_key, settings.HERMES["RETRY_BASE_DELAY"])
+    return [(profile.key_env or "", api_key)]
 
 
-@lru_cache(maxsize=16)
-def _transport(profile: ProviderProfile, model: str, api_key: str | None, base_delay: float):
+def provider_routes(session: Session, primary: ProviderProfile):
+    """The session's provider and model first (each of its keys), then every configured
+    fallback (HERMES_FALLBACK_PROVIDERS, each of its keys)."""
+    from agents.transports.failover import Route
+
+    chain = [(primary, session.model or primary.default_model)]
+    for name, model in settings.HERMES["FALLBACK_PROVIDERS"]:
+        profile = profile_named(name, model or None)
+        chain.append((profile, model or profile.default_model))
+    routes = []
+    for profile, model in chain:
+        for label, key in provider_keys(profile):
+            routes.append(Route(provider=profile.name, model=model, credential=label,
+                                transport=provider_transport(profile, model, key)))
+    return routes
+
+
+def provider_transport(profile: ProviderProfile, model: str, api_key: str | None = None):
+    """The transport for ``profile`` and one key. One per (profile, model, key) per
+    process: an SDK client holds a connection pool and an SSL context that cost more to
+    build than a whole iteration of the harness."""
+    if api_key is None:
+        api_key = provider_keys(profile)[0][1]
+    hermes = settings.HERMES
+    return _transport(profile, model, api_key, hermes["RETRY_BASE_DELAY"],
+                      hermes["MAX_RETRY_AFTER"],
+                      hermes["BREAKPOINT_LIMITS"].get(profile.base_url))
+
+
+@lru_cache(maxsize=32)
+def _transport(profile: ProviderProfile, model: str, api_key: str | None, base_delay: float,
+               max_retry_after: float, breakpoint_limit: int | None):
     from agents.transports.retry import RetryPolicy
+    from sessions.provider_state import BREAKPOINT_LIMITS
 
+    options = {}
+    if profile.transport == "anthropic_messages":
+        options = {"breakpoint_store": BREAKPOINT_LIMITS, "breakpoint_limit": breakpoint_limit}
     return get_transport(profile, api_key=api_key, model=model,
-                         retry=RetryPolicy(base_delay=base_delay))
+                         retry=RetryPolicy(base_delay=base_delay,
+                                           max_retry_after=max_retry_after), **options)
 
 
 @dataclass
@@ -131,7 +174,22 @@ class TurnContext:
 
     @cached_property
     def transport(self):
-        return provider_transport(self.profile, self.session.model)
+        """The session's provider with its keys and fallbacks (FailoverTransport); cooldowns
+        in the database, every failover announced as an event."""
+        from agents.transports.failover import FailoverTransport
+        from sessions.provider_state import COOLDOWNS
+
+        return FailoverTransport(provider_routes(self.session, self.profile), store=COOLDOWNS,
+                                 notice=self.failover_notice)
+
+    def failover_notice(self, failed, following, hint) -> None:
+        """A route failed: tell the user which provider and key (label only) failed, why,
+        and what is tried next."""
+        nxt = f"; trying {following.label()}" if following is not None else ""
+        event_append(session_id=self.session.pk, type="provider.failover", payload={
+            "turn_id": self.turn.pk, "failed": failed.label(), "reason": hint.reason.value,
+            "next": following.label() if following is not None else None,
+            "text": f"{failed.label()} failed ({hint.reason.value}){nxt}."})
 
     @cached_property
     def workspace(self) -> Path:
@@ -234,7 +292,10 @@ def turn_execute(*, session: Session, turn: Turn, owner: str) -> str:
             return "lease_lost"
         except TransportError as exc:
             return _finish(ctx, sink, Turn.Status.FAILED, "turn.failed",
-                           {"reason": _readable(exc)}, error=str(exc))
+                           {"reason": _readable(exc),
+                            "interrupted_tool": getattr(exc, "interrupted_call", None),
+                            "partial_kept": bool(getattr(exc, "partial", ""))},
+                           error=str(exc))
         except Exception as exc:  # a bug: record it for the user, keep the trace in the log
             log.exception("turn %s failed", turn.pk)
             return _finish(ctx, sink, Turn.Status.FAILED, "turn.failed",
@@ -401,10 +462,12 @@ def _recover(ctx: TurnContext, sink: DbSink, history: list[AgentMessage],
     that failed, so every branch here must change the bytes or give up.
 
     - Overflow whose body says the input alone fits: only lower max_tokens (B25).
-    - Other overflow: one forced compaction, unless the breaker is tripped (B10).
+    - Other overflow: one forced compaction. While the breaker is tripped: a notice that it
+      tripped, then a forced prune of old tool output first (no model call); the forced
+      compaction only when the prune freed nothing, and never twice in a turn (B10).
     - History shape (B01, B02, B17): reload the rows, validate them from scratch, and send
       the earlier turns' tool exchanges as plain text (legal on every provider)."""
-    from sessions.context import session_compact
+    from sessions.context import session_compact, session_prune
 
     ctx.pipeline.calibrator.after_error()
     hint = exc.classified
@@ -415,7 +478,11 @@ def _recover(ctx: TurnContext, sink: DbSink, history: list[AgentMessage],
             return history  # the next request asks for less output, sized by the provider
         if ctx.breaker.tripped:
             _notice_breaker(ctx)
-            return None
+            prepared = ctx.pipeline.prepare(history)
+            pruned = session_prune(ctx=ctx, history=prepared.history,
+                                   projected=prepared.projected_tokens, forced=True)
+            if pruned is not None or ctx.compactions:
+                return pruned
         compacted = session_compact(ctx=ctx, sink=sink, history=history, forced=True,
                                     reason="overflow")
         if compacted is not None:
@@ -473,7 +540,19 @@ def _finish(ctx: TurnContext, sink: DbSink, status: str, event: str, payload: di
 
 
 def _readable(exc: TransportError) -> str:
-    """A provider failure as one sentence a person can act on (no stack trace)."""
+    """A provider failure as sentences a person can act on (no stack trace): what failed,
+    which tool call was cut off (never run; B21), whether the text shown was kept (B22),
+    and what to do about quota (B23)."""
+    from agents.transports.errors import QUOTA_ADVICE
+
     classified = exc.classified
     reason = getattr(getattr(classified, "reason", None), "value", None) or "provider_error"
-    return f"The model provider failed ({reason}): {str(exc)[:300]}"
+    text = f"The model provider failed ({reason}): {str(exc)[:300]}"
+    interrupted = getattr(exc, "interrupted_call", None)
+    if interrupted:
+        text += f" The reply was cut off while writing a call to {interrupted}; it was not run."
+    if getattr(exc, "partial", ""):
+        text += " The text shown so far was kept, marked incomplete."
+    if getattr(classified, "quota", False):
+        text += " " + QUOTA_ADVICE
+    return text

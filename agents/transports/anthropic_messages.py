@@ -23,8 +23,10 @@ from agents.errors import TransportError, TurnCancelled
 from agents.messages import Breakpoint, Message, ModelRequest, ModelResponse, ToolCall
 from agents.providers import ProviderProfile
 from agents.transports import breakpoints as bp
-from agents.transports.errors import ClassifiedError, FailoverReason, StreamIncomplete
-from agents.transports.retry import RetryPolicy, TextTap, call_with_retries
+from agents.transports.errors import (PROVIDER_ERRORS, ClassifiedError, FailoverReason,
+                                      StreamIncomplete)
+from agents.transports.retry import (RetryPolicy, TextTap, call_with_retries,
+                                     name_interrupted_call)
 from agents.transports.usage import merge_anthropic_stream_usage, usage_from_anthropic
 
 EMPTY_TEXT = "(empty)"
@@ -266,41 +268,61 @@ def read_stream(events: Any, tap: TextTap, should_stop: Callable[[], bool]) -> M
     start_usage: dict[str, Any] = {}
     delta_usage: dict[str, Any] = {}
     stop_reason, model, finished = "end_turn", "", False
-    for event in events:
-        kind = event.type
-        if kind == "message_start":
-            model = event.message.model
-            start_usage = event.message.usage.model_dump(exclude_none=True)
-        elif kind == "content_block_start":
-            block = event.content_block
-            if block.type == "text":
-                blocks[event.index] = {"type": "text", "text": [block.text]}
-                if block.text:
-                    tap(block.text)
-            elif block.type == "tool_use":
-                blocks[event.index] = {"type": "tool_use", "id": block.id, "name": block.name,
-                                       "input": block.input, "json": [], "done": False}
-        elif kind == "content_block_delta":
-            delta, block = event.delta, blocks.get(event.index)
-            if delta.type == "text_delta" and block is not None:
-                block["text"].append(delta.text)
-                tap(delta.text)
-            elif delta.type == "input_json_delta" and block is not None:
-                block["json"].append(delta.partial_json)
-            elif delta.type == "thinking_delta":
-                reasoning.append(delta.thinking)
-        elif kind == "content_block_stop" and event.index in blocks:
-            blocks[event.index]["done"] = True
-        elif kind == "message_delta":
-            stop_reason = event.delta.stop_reason or stop_reason
-            if event.usage is not None:
-                delta_usage = event.usage.model_dump(exclude_none=True)
-        elif kind == "message_stop":
-            finished = True
-        if should_stop():
-            raise _cancelled(tap.text)
-    if not finished:
-        raise StreamIncomplete("the stream closed before message_stop")
+    try:
+        for event in events:
+            kind = event.type
+            _fold(event, kind, blocks, reasoning, tap)
+            if kind == "message_start":
+                model = event.message.model
+                start_usage = event.message.usage.model_dump(exclude_none=True)
+            elif kind == "message_delta":
+                stop_reason = event.delta.stop_reason or stop_reason
+                if event.usage is not None:
+                    delta_usage = event.usage.model_dump(exclude_none=True)
+            elif kind == "message_stop":
+                finished = True
+            if should_stop():
+                raise _cancelled(tap.text)
+        if not finished:
+            raise StreamIncomplete("the stream closed before message_stop")
+    except TurnCancelled:
+        raise
+    except PROVIDER_ERRORS as exc:  # a cut or an error event: name the call being written
+        name_interrupted_call(exc, next(
+            (b["name"] for b in blocks.values() if b["type"] == "tool_use" and not b["done"]),
+            None))
+        raise
+    return _response(blocks, reasoning, start_usage, delta_usage, stop_reason, model)
+
+
+def _fold(event: Any, kind: str, blocks: dict[int, dict[str, Any]], reasoning: list[str],
+          tap: TextTap) -> None:
+    """Fold one content event into ``blocks`` (text deltas go to ``tap``)."""
+    if kind == "content_block_start":
+        block = event.content_block
+        if block.type == "text":
+            blocks[event.index] = {"type": "text", "text": [block.text]}
+            if block.text:
+                tap(block.text)
+        elif block.type == "tool_use":
+            blocks[event.index] = {"type": "tool_use", "id": block.id, "name": block.name,
+                                   "input": block.input, "json": [], "done": False}
+    elif kind == "content_block_delta":
+        delta, block = event.delta, blocks.get(event.index)
+        if delta.type == "text_delta" and block is not None:
+            block["text"].append(delta.text)
+            tap(delta.text)
+        elif delta.type == "input_json_delta" and block is not None:
+            block["json"].append(delta.partial_json)
+        elif delta.type == "thinking_delta":
+            reasoning.append(delta.thinking)
+    elif kind == "content_block_stop" and event.index in blocks:
+        blocks[event.index]["done"] = True
+
+
+def _response(blocks: dict[int, dict[str, Any]], reasoning: list[str],
+              start_usage: dict[str, Any], delta_usage: dict[str, Any], stop_reason: str,
+              model: str) -> ModelResponse:
     ordered = [blocks[i] for i in sorted(blocks)]
     text = "".join("".join(b["text"]) for b in ordered if b["type"] == "text")
     calls = tuple(
