@@ -45,7 +45,10 @@ def handle_messages(state: SimulatorState, io: WireIO, body: Any) -> None:
     now = state.clock.now()
     headers = {"request-id": request_id}
     request_headers = getattr(io, "headers", None)
-    api_key = request_headers.get("x-api-key") if request_headers is not None else None
+    api_key = None
+    if request_headers is not None:  # the SDK sends x-api-key or a bearer Authorization
+        bearer = (request_headers.get("authorization") or "").removeprefix("Bearer ").strip()
+        api_key = request_headers.get("x-api-key") or bearer or None
     if state.config.gateway_tool_ttl and isinstance(body, dict) and body.get("tools"):
         # A gateway in front of the API adds its own marker on the tools (defect 8).
         marker = {"type": "ephemeral"}
