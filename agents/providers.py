@@ -45,8 +45,8 @@ class ProviderProfile:
       assistant messages (vLLM with Mistral / Llama-2 style templates, Mistral's API, many
       local servers); the OpenAI-compatible transport then merges same-role neighbours
       (issue 10 defect 6). OpenAI's own API accepts them and keeps them separate.
-    - ``summary_max_output_tokens``: output cap of the model used for compaction summaries
-      (None: ``max_output_tokens``); per model, not per profile setting (defect 7).
+    Output caps are per MODEL (``model_output_cap``): a profile's ``max_output_tokens`` is
+    the route's ceiling, a smaller model on it caps lower (issue 10 defect 7).
     """
 
     name: str
@@ -110,6 +110,30 @@ PROFILES: dict[str, ProviderProfile] = {p.name: p for p in (
         max_output_tokens=64_000, pricing_key="simulator"),
 )}
 """Built-in profiles by name."""
+
+
+MODEL_OUTPUT_CAPS: dict[str, int] = {
+    # Anthropic (models overview, "Max output"): the 3.x generation caps far below 64K.
+    "claude-3-haiku": 4_096, "claude-3-opus": 4_096, "claude-3-sonnet": 4_096,
+    "claude-3-5-haiku": 8_192, "claude-3-5-sonnet": 8_192, "claude-3-7-sonnet": 64_000,
+    "claude-sonnet-4": 64_000, "claude-opus-4": 32_000, "claude-haiku-4": 64_000,
+    # OpenAI (model pages, "Max output tokens").
+    "gpt-4o-mini": 16_384, "gpt-4o": 16_384, "gpt-4.1": 32_768, "gpt-4-turbo": 4_096,
+    "gpt-3.5-turbo": 4_096,
+    # DeepSeek API docs.
+    "deepseek-chat": 8_192,
+}
+"""Output caps (tokens) by model-id prefix; the longest matching prefix wins."""
+
+
+def model_output_cap(profile: ProviderProfile, model: str) -> int:
+    """Output tokens ``model`` may be asked for on ``profile``: the longest matching prefix
+    in MODEL_OUTPUT_CAPS (an aggregator's "vendor/model" id is matched without the vendor),
+    never above the profile's ``max_output_tokens``."""
+    name = model.rsplit("/", 1)[-1].lower()
+    matches = [k for k in MODEL_OUTPUT_CAPS if name.startswith(k)]
+    cap = MODEL_OUTPUT_CAPS[max(matches, key=len)] if matches else profile.max_output_tokens
+    return min(cap, profile.max_output_tokens)
 
 
 def resolve_profile(name: str, *, base_url: str | None = None, model: str | None = None,

@@ -28,7 +28,7 @@ from agents.loop import Harness, run_turn
 from agents.messages import Message as AgentMessage
 from agents.messages import ModelRequest, ModelResponse, ToolCall
 from agents.prompt import build_system_prompt, recover_stable_len
-from agents.providers import ProviderProfile, resolve_profile
+from agents.providers import ProviderProfile, model_output_cap, resolve_profile
 from agents.request import RequestPipeline
 from agents.tokens import Calibrator
 from agents.tools.dispatch import dispatch_tool_calls
@@ -167,6 +167,8 @@ class TurnContext:
     """Compactions committed in this turn: automatic ones run at most once per turn (B10)."""
     breaker_noticed: bool = False
     """The "breaker tripped" notice was already shown in this turn (B10)."""
+    last_compaction: dict | None = None
+    """{"kind", "error"} of the last compaction committed in this turn (defect 7)."""
 
     @cached_property
     def profile(self) -> ProviderProfile:
@@ -228,7 +230,8 @@ class TurnContext:
             profile=self.profile, calibrator=self.calibrator_restore(stable_len),
             cache=CacheSettings(ttl=settings.HERMES["CACHE_TTL"],
                                 prompt_ttl=settings.HERMES["CACHE_PROMPT_TTL"] or None),
-            max_tokens=min(settings.HERMES["MAX_OUTPUT_TOKENS"], self.profile.max_output_tokens),
+            max_tokens=min(settings.HERMES["MAX_OUTPUT_TOKENS"],
+                           model_output_cap(self.profile, session.model)),
             context_window=self.profile.context_window)
 
     def rebuild_after_compaction(self) -> None:
@@ -332,6 +335,10 @@ def _reduce_by_hand(ctx: TurnContext, sink: DbSink) -> str:
                              projected=prepared.projected_tokens, forced=True)
     text = (f"/{ctx.turn.kind} done." if done is not None
             else f"/{ctx.turn.kind}: nothing to reduce.")
+    outcome = ctx.last_compaction or {}
+    if done is not None and outcome.get("kind") == "fallback":  # say what really happened
+        text = (f"/compact: the summariser failed ({outcome.get('error') or 'unavailable'}); "
+                "older messages were replaced by a deterministic note instead of a summary.")
     return _finish(ctx, sink, Turn.Status.COMPLETED, "turn.finished",
                    {"text": text, "status": "completed", "iterations": 0})
 

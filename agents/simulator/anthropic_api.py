@@ -73,6 +73,12 @@ def handle_messages(state: SimulatorState, io: WireIO, body: Any) -> None:
         return
     model = str(body["model"])
     window = state.config.window_for(model)
+    cap = state.config.output_caps.get(model)
+    if cap is not None and int(body["max_tokens"]) > cap:
+        reject(400, anthropic_error_body(
+            "invalid_request_error", f"max_tokens: {body['max_tokens']} > {cap}, which is the "
+            f"maximum allowed number of output tokens for {model}", request_id), {})
+        return
     stream = bool(body.get("stream"))
     fault = state.faults.take("anthropic", api_key=api_key, model=model)
     if fault is not None and fault.kind in ("refusal", "no_usage"):

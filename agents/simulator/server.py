@@ -155,7 +155,8 @@ class _Handler(BaseHTTPRequestHandler):
                                 context_windows=body.get("context_windows"),
                                 min_cacheable_tokens=body.get("min_cacheable_tokens"),
                                 strict_roles=body.get("strict_roles"),
-                                gateway_tool_ttl=body.get("gateway_tool_ttl"))
+                                gateway_tool_ttl=body.get("gateway_tool_ttl"),
+                                output_caps=body.get("output_caps"))
                 self.send_json(200, state.config.to_dict())
             else:
                 self._not_found()
