@@ -45,6 +45,8 @@ class ProviderProfile:
       assistant messages (vLLM with Mistral / Llama-2 style templates, Mistral's API, many
       local servers); the OpenAI-compatible transport then merges same-role neighbours
       (issue 10 defect 6). OpenAI's own API accepts them and keeps them separate.
+    - ``tokenizer_family``: which weights the token estimator uses (agents/tokens.py
+      SCRIPT_WEIGHTS): "o200k" for OpenAI's current models, "cl100k" otherwise (B13).
     Output caps are per MODEL (``model_output_cap``): a profile's ``max_output_tokens`` is
     the route's ceiling, a smaller model on it caps lower (issue 10 defect 7).
     """
@@ -63,6 +65,7 @@ class ProviderProfile:
     pricing_key: str = ""
     max_tokens_field: str = "max_tokens"
     strict_alternation: bool = True
+    tokenizer_family: str = "cl100k"
 
 
 SIMULATOR_URL = "http://127.0.0.1:8765"
@@ -79,7 +82,8 @@ PROFILES: dict[str, ProviderProfile] = {p.name: p for p in (
         name="openai", transport="openai_chat", base_url="https://api.openai.com/v1",
         key_env="OPENAI_API_KEY", default_model="gpt-4.1", context_window=1_047_576,
         max_output_tokens=32_768, pricing_key="openai",
-        max_tokens_field="max_completion_tokens", strict_alternation=False),
+        max_tokens_field="max_completion_tokens", strict_alternation=False,
+        tokenizer_family="o200k"),
     # An aggregator: chat-completions envelope in front of many vendors. The
     # OpenAI-compatible transport sends no markers, so caching is off for this route.
     ProviderProfile(

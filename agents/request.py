@@ -137,6 +137,11 @@ class RequestPipeline:
         room = (self.context_window or 0) - input_tokens - OUTPUT_MARGIN_TOKENS
         return room >= MIN_OUTPUT_TOKENS
 
+    @property
+    def family(self) -> str:
+        """The profile's tokenizer family for the estimator (B13)."""
+        return getattr(self.profile, "tokenizer_family", "cl100k")
+
     def fingerprint(self, messages: list[Message]) -> str:
         """Fingerprint of the priced prefix (system + tools + ``messages``); equal to
         agents.tokens.prefix_fingerprint, computed incrementally."""
@@ -153,14 +158,16 @@ class RequestPipeline:
         if key not in self._weights:
             empty = ModelRequest(model=self.model, system=self.system, messages=(),
                                  tools=self.tools if tools else (), stable_len=self.stable_len)
-            self._weights[key] = estimate_payload_tokens(self.transport.build_payload(empty))
+            self._weights[key] = estimate_payload_tokens(self.transport.build_payload(empty),
+                                                         self.family)
         total = self._weights[key]
         for message in messages:
             weight = self._weights.get(message)
             if weight is None:
                 alone = ModelRequest(model=self.model, system="", messages=(message,))
                 body = self.transport.build_payload(alone)
-                weight = estimate_payload_tokens({"messages": body.get("messages", [])})
+                weight = estimate_payload_tokens({"messages": body.get("messages", [])},
+                                                 self.family)
                 self._weights[message] = weight
             total += weight
         return total

@@ -27,24 +27,6 @@ def test_b13_ascii_and_fullwidth_estimates() -> None:
     assert estimate_text_tokens("ＡＢＣ１２３") == 2
 
 
-def test_b13_chinese_transcript_is_not_a_quarter_of_its_bill() -> None:
-    """B13: a 40,000-char Chinese transcript bills ~25k; chars/4 said 10k, 1/char said 40k."""
-    text = ("数据库迁移需要仔细规划" * 4000)[:40_000]
-    estimate = estimate_text_tokens(text)
-    assert 25_000 * 0.8 <= estimate <= 25_000 * 1.2 * 1.2  # deliberate over-count, bounded
-    assert estimate > 10_000 * 2
-
-
-def test_b13_scripts_within_twenty_percent_of_reference() -> None:
-    """B13 fixtures: zh, ja, ko, emoji each within ±20% of a per-script reference cost."""
-    syllables = len(KO.replace(" ", ""))
-    reference = {ZH: 0.625 * len(ZH), JA: 0.75 * len(JA),
-                 KO: 0.85 * syllables + 0.25 * (len(KO) - syllables), EMOJI: 1.0 * len(EMOJI)}
-    for text, expected in reference.items():
-        ratio = estimate_text_tokens(text) / expected
-        assert 0.8 <= ratio <= 1.2, (text[:10], ratio)
-
-
 def test_other_scripts_sit_between_ascii_and_cjk() -> None:
     latin = "a" * 100
     cyrillic = "д" * 100
