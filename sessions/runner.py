@@ -455,7 +455,10 @@ def _observe(ctx: TurnContext, request: ModelRequest, response: ModelResponse) -
     calibrator = ctx.pipeline.calibrator
     calibrator.after_response(billed)
     ctx.pipeline.note_billed(billed)
+    was_tripped = ctx.breaker.tripped
     ctx.breaker.on_response(billed, ctx.threshold)
+    if ctx.breaker.tripped and not was_tripped:  # tell the user the moment it trips (B10)
+        _notice_breaker(ctx)
     # One UPDATE for everything a response changes on the row (it runs every iteration).
     Session.objects.filter(pk=ctx.session.pk).update(
         usage_anchor=calibrator.to_dict(), **breaker_fields(ctx.session, ctx.breaker),
