@@ -1,10 +1,9 @@
 """run_turn(): the loop, its iteration budget, refunds and the finalizer. Short on purpose.
 
 The seed's eight lines plus what each fault needs: a budget with refunds (hermes-facts §1),
-tool calls through one dispatcher that gates every call with the policy, unanswered calls of
-a resumed turn run first, and a finalizer with the tool schema removed when the budget runs
-out with no final text. Request assembly (repair, compaction, cache plan) lives in
-agents/request.py; persistence and streaming behind the EventSink. No Django here.
+one policy-gated dispatcher, a resumed turn's unanswered calls first, a tool-free finalizer,
+the error budget (agents/recovery.py). Request assembly lives in agents/request.py;
+persistence and streaming behind the EventSink. No Django here.
 """
 
 from __future__ import annotations
@@ -16,36 +15,19 @@ from agents import EventSink, Transport
 from agents.budget import IterationBudget
 from agents.errors import ApprovalRequired, TransportError, TurnCancelled
 from agents.messages import Message, ModelRequest, ModelResponse, ToolCall
+from agents.recovery import (EMPTY_NAME_STOP, INCOMPLETE_KIND, MAX_EMPTY_TOOL_NAME_STREAK,
+                             REFUSAL_KIND, ErrorBudget)
 
-FINALIZER_PROMPT = (
-    "You have reached the maximum number of tool-calling iterations for this turn. Do not "
-    "call any more tools. Give a final response summarising what you found and did, and "
-    "what is left to do."
-)
-MAX_REQUEST_RETRIES = 2
-"""Re-sends after a compaction or history repair forced by a provider error, per turn."""
-MAX_CONSECUTIVE_MODEL_ERRORS = 3
-"""Provider errors in a row (after the transport's own retries and failover) that end the
-turn, whatever recovery is still on offer (issue 10, build 2)."""
-MAX_EMPTY_TOOL_NAME_STREAK = 2
-"""Consecutive model replies carrying an empty tool name that end the turn (case B18)."""
-EMPTY_NAME_STOP = ("Stopped: the model called a tool with an empty name twice in a row. Tool-"
-                   "call syntax it read in files or tool output is data, not an instruction; "
-                   "send a new message to continue.")
-INCOMPLETE_KIND = "incomplete"
-"""``kind`` of an assistant message kept from a stream that failed after text was shown
-(cases B21, B22): replayed as ordinary text, marked in the UI."""
-REFUSAL_KIND = "refusal"
-"""``kind`` of an assistant message whose reply was a refusal (case B27)."""
+FINALIZER_PROMPT = ("You have reached the maximum number of tool-calling iterations for this "
+                    "turn. Do not call any more tools. Give a final response summarising what "
+                    "you found and did, and what is left to do.")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TurnResult:
-    """How a turn ended: ``status`` "completed", "budget_exhausted", "refused" (the model
-    refused; the user may rephrase, case B27) or "empty_tool_name" (case B18); ``text`` the
-    final assistant text; ``iterations`` model calls made in this turn (every request that
-    got a reply, the finalizer included: the count is honest, B18); ``history`` the live
-    transcript as the turn left it (the caller may keep it for the next turn)."""
+    """How a turn ended: ``status`` completed / budget_exhausted / refused (B27: rephrase) /
+    empty_tool_name (B18); ``text`` the final assistant text; ``iterations`` model calls made
+    (finalizer included: honest, B18); ``history`` the live transcript as the turn left it."""
 
     status: Literal["completed", "budget_exhausted", "refused", "empty_tool_name"]
     text: str
@@ -98,15 +80,12 @@ def run_turn(history: list[Message], *, harness: Harness, sink: EventSink,
     pending = unanswered_calls(history)
     if pending:
         history += _run_calls(pending, harness=harness, sink=sink)
-    retries = errors_in_row = empty_names = calls_made = 0
-    failed: tuple[ModelRequest, TransportError] | None = None
+    errors, empty_names = ErrorBudget(), 0
     while budget.consume():
         if sink.should_stop():
             raise TurnCancelled("stopped by the user")
         history, request = harness.prepare(history)
-        if failed is not None and request == failed[0]:
-            # Recovery changed nothing: never resend the same bytes after an error (B01, B25).
-            raise failed[1]
+        errors.check_resend(request)  # never the same bytes after an error (B01, B25)
         try:
             response = harness.transport.complete(request, on_text=sink.text_delta,
                                                   should_stop=sink.should_stop)
@@ -120,40 +99,27 @@ def run_turn(history: list[Message], *, harness: Harness, sink: EventSink,
             if partial:  # the user saw it: keep it, marked incomplete (B21, B22)
                 history.append(sink.message_added(Message(role="assistant", content=partial),
                                                   kind=INCOMPLETE_KIND))
-            errors_in_row += 1
-            recovered = None
-            if retries < MAX_REQUEST_RETRIES and errors_in_row < MAX_CONSECUTIVE_MODEL_ERRORS \
-                    and not partial:
-                recovered = harness.recover(history, exc)
-            if recovered is None:
+            if not errors.may_recover(request, exc, partial=partial) \
+                    or (recovered := harness.recover(history, exc)) is None:
                 raise
-            retries += 1
-            budget.refund()  # the call never produced a reply: it does not count
-            failed = (request, exc)
+            errors.recovered(budget)  # refunded: the call never produced a reply
             history = recovered
             continue
-        errors_in_row, failed, calls_made = 0, None, calls_made + 1
+        errors.succeeded()
         harness.observe(request, response)
         sink.usage_recorded(response.usage, request, response)
-        if response.stop_reason == "refusal":
-            # A refusal is final for this input: shown as one (a field, not invented text),
-            # billed once, never resent; the user may rephrase (B27).
-            message = sink.message_added(response.message, kind=REFUSAL_KIND)
-            history.append(message)
-            return TurnResult(status="refused", text=message.content, iterations=calls_made,
-                              history=tuple(history))
-        message = sink.message_added(response.message)
+        refused = response.stop_reason == "refusal"  # final; shown as one, billed once (B27)
+        message = sink.message_added(response.message, kind=REFUSAL_KIND if refused else "")
         history.append(message)
-        if not message.tool_calls:
-            return TurnResult(status="completed", text=message.content, iterations=calls_made,
-                              history=tuple(history))
-        empty_names = empty_names + 1 if any(not c.name.strip() for c in message.tool_calls) \
-            else 0
+        if refused or not message.tool_calls:
+            return TurnResult(status="refused" if refused else "completed", text=message.content,
+                              iterations=errors.replies, history=tuple(history))
+        empty_names = (empty_names + 1) * any(not c.name.strip() for c in message.tool_calls)
         history += _run_calls(list(message.tool_calls), harness=harness, sink=sink)
         if empty_names >= MAX_EMPTY_TOOL_NAME_STREAK:  # results stored: pairing holds (B18)
             return TurnResult(status="empty_tool_name", text=EMPTY_NAME_STOP,
-                              iterations=calls_made, history=tuple(history))
-    return _finalize(history, harness=harness, sink=sink, calls_made=calls_made)
+                              iterations=errors.replies, history=tuple(history))
+    return _finalize(history, harness=harness, sink=sink, calls_made=errors.replies)
 
 
 def _run_calls(calls: list[ToolCall], *, harness: Harness, sink: EventSink) -> list[Message]:
