@@ -25,6 +25,10 @@ class DbCooldowns:
         row = ProviderCooldown.objects.filter(scope=scope, until__gt=timezone.now()).first()
         return row.until.timestamp() if row else None
 
+    def known(self, scopes: list[str]) -> dict[str, float]:
+        return {scope: until.timestamp() for scope, until in
+                ProviderCooldown.objects.filter(scope__in=scopes).values_list("scope", "until")}
+
     def strike(self, scope: str, *, base: float, reason: str) -> float:
         with transaction.atomic():
             row = ProviderCooldown.objects.select_for_update().filter(scope=scope).first()

@@ -54,6 +54,11 @@ class CooldownStore(Protocol):
         """When ``scope`` may be tried again, None when it is not resting."""
         ...
 
+    def known(self, scopes: list[str]) -> dict[str, float]:
+        """The rest's end (epoch seconds, possibly past) of every scope in ``scopes`` that
+        has a row: one look-up per call instead of one per scope."""
+        ...
+
     def strike(self, scope: str, *, base: float, reason: str) -> float:
         """Rest ``scope`` for max(``base``, 30 s × 2^strikes) capped at 15 min (strikes =
         consecutive strikes before this one); returns the rest's end."""
@@ -74,6 +79,9 @@ class MemoryCooldowns:
     def until(self, scope: str) -> float | None:
         row = self._rows.get(scope)
         return row[0] if row and row[0] > self._clock() else None
+
+    def known(self, scopes: list[str]) -> dict[str, float]:
+        return {s: self._rows[s][0] for s in scopes if s in self._rows}
 
     def strike(self, scope: str, *, base: float, reason: str) -> float:
         strikes = self._rows.get(scope, (0.0, 0))[1]
@@ -133,6 +141,7 @@ class FailoverTransport:
         self.store = store or MemoryCooldowns(clock)
         self.notice = notice
         self._clock = clock
+        self._struck: set[str] = set()
 
     @property
     def profile(self) -> Any:
@@ -142,10 +151,11 @@ class FailoverTransport:
         """The primary route's body (what the estimator measures)."""
         return self.routes[0].transport.build_payload(request)
 
-    def resting(self, route: Route) -> bool:
-        """True while the route's key or provider is cooling down."""
-        return any(self.store.until(s) is not None
-                   for s in (route.key_scope, route.provider_scope))
+    def resting(self, route: Route, known: dict[str, float]) -> bool:
+        """True while the route's key or provider is cooling down (``known``: the store's
+        rows for this call, from ``CooldownStore.known``)."""
+        now = self._clock()
+        return any(known.get(s, 0.0) > now for s in (route.key_scope, route.provider_scope))
 
     def complete(self, request: ModelRequest, *, on_text: Callable[[str], None],
                  should_stop: Callable[[], bool] = lambda: False) -> ModelResponse:
@@ -153,7 +163,9 @@ class FailoverTransport:
         names the route (``provider``, ``credential``). Raises the last TransportError when
         every route failed or is resting, or at once for a failure no other route can fix
         or after text reached the user; TurnCancelled propagates."""
-        candidates = [r for r in self.routes if not self.resting(r)] or self.routes[:1]
+        known = self.store.known([s for r in self.routes
+                                  for s in (r.key_scope, r.provider_scope)])
+        candidates = [r for r in self.routes if not self.resting(r, known)] or self.routes[:1]
         skip_provider: str | None = None
         last: TransportError | None = None
         for index, route in enumerate(candidates):
@@ -176,14 +188,16 @@ class FailoverTransport:
                 if self.notice is not None:
                     self.notice(route, following, hint)
                 continue
-            self.store.clear(route.key_scope)
-            self.store.clear(route.provider_scope)
+            for scope in (route.key_scope, route.provider_scope):
+                if scope in known or scope in self._struck:  # a success resets its strikes
+                    self.store.clear(scope)
             return replace(response, provider=route.provider, credential=route.credential)
         assert last is not None
         raise last
 
     def _rest(self, route: Route, hint: ClassifiedError) -> None:
         base = hint.retry_after or 0.0
+        self._struck.update((route.key_scope, route.provider_scope))
         if hint.quota or hint.reason in (FailoverReason.AUTH, FailoverReason.AUTH_PERMANENT,
                                          FailoverReason.BILLING):
             self.store.strike(route.key_scope, base=LONG_COOLDOWN_SECONDS,
