@@ -42,8 +42,9 @@ class Transport(Protocol):
 class EventSink(Protocol):
     """What the loop tells the outside world. Every method may raise LeaseLost."""
 
-    def message_added(self, message: Message) -> Message:
-        """Persist ``message`` (in a transaction under the turn lease); return it with id."""
+    def message_added(self, message: Message, *, kind: str = "") -> Message:
+        """Persist ``message`` (in a transaction under the turn lease); return it with id.
+        ``kind`` marks it for display ("incomplete", "refusal"; see agents.loop)."""
         ...
 
     def text_delta(self, text: str) -> None:

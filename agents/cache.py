@@ -10,7 +10,6 @@ arrive as a profile's capability flags (``ProfileCaps``).
 
 from __future__ import annotations
 
-import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, replace
@@ -216,18 +215,6 @@ def ttl_order_holds(breakpoints: tuple[Breakpoint, ...]) -> bool:
     """True when TTLs never increase from the first breakpoint to the last."""
     ranks = [_TTL_RANK[bp.ttl] for bp in breakpoints]
     return all(a >= b for a, b in zip(ranks, ranks[1:]))
-
-
-_LIMIT_RE = re.compile(r"maximum of (\d+) blocks with cache_control", re.IGNORECASE)
-
-
-def breakpoint_limit_from_error(message: str) -> int | None:
-    """The limit stated in "A maximum of 4 blocks with cache_control may be provided. Found 5."
-    (case B07; also arrives wrapped by Bedrock/Vertex), or None if ``message`` is not that error.
-    A proxy that adds its own markers triggers it below 4 spent, so the caller retries once with
-    one fewer than it sent and remembers that for the endpoint (``with_max_breakpoints``)."""
-    match = _LIMIT_RE.search(message)
-    return int(match.group(1)) if match else None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

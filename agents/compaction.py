@@ -198,13 +198,17 @@ def build_summary_request(plan: CompactionPlan, *, model: str, window: int,
     """
     out_budget = min(summary_budget(plan.middle_tokens), model_max_output)
     input_budget = window - out_budget - WINDOW_MARGIN_TOKENS - estimate_text(SUMMARISER_SYSTEM)
-    text = render_transcript(plan.middle, tool_output_chars=None)
-    if estimate_text(text) > input_budget or len(text) > SUMMARISER_INPUT_MAX_CHARS:
-        text = render_transcript(plan.middle, tool_output_chars=TOOL_OUTPUT_EXCERPT_CHARS)
-    limit = SUMMARISER_INPUT_MAX_CHARS
-    while limit > 2_000 and (estimate_text(text) > input_budget or len(text) > limit):
-        text = _excerpt(text, limit)
-        limit = int(limit * 0.8)
+    full = render_transcript(plan.middle, tool_output_chars=None)
+    if estimate_text(full) > input_budget or len(full) > SUMMARISER_INPUT_MAX_CHARS:
+        full = render_transcript(plan.middle, tool_output_chars=TOOL_OUTPUT_EXCERPT_CHARS)
+    # The char cap is fixed; only the token budget shrinks the excerpt, and each excerpt is
+    # cut from the whole transcript, never from the previous excerpt (issue 10 defect 7: a
+    # loop that compared against a shrinking limit cut 160K chars down to ~2K).
+    chars = min(len(full), SUMMARISER_INPUT_MAX_CHARS)
+    text = _excerpt(full, chars)
+    while chars > 2_000 and estimate_text(text) > input_budget:
+        chars = int(chars * 0.8)
+        text = _excerpt(full, chars)
     prompt = ("Summarise this conversation excerpt in at most "
               f"{out_budget:,} tokens.\n\n<transcript>\n{text}\n</transcript>")
     input_tokens = estimate_text(prompt) + estimate_text(SUMMARISER_SYSTEM)

@@ -12,7 +12,6 @@ once, never resend the same payload).
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter, defaultdict, deque
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
@@ -99,8 +98,9 @@ def validate_and_repair(messages: Sequence[Message], *,
     - A call id repeated in a later call (some providers reuse "call_0" every turn) is sent as
       ``<id>_r<n>``; stored results are claimed by calls in order. ``added`` rows keep the
       stored id, so storing them reproduces the same request.
-    - Empty or whitespace-only content becomes ``EMPTY`` (assistants that carry tool calls may
-      be empty); two assistants in a row are merged; a history that opens with an assistant
+    - An assistant message with no text and no tool calls is dropped (B17: never replayed as
+      invented text); other empty or whitespace-only content becomes ``EMPTY`` (assistants
+      that carry tool calls may be empty); two assistants in a row are merged; a history that opens with an assistant
       gets a ``CONTINUES`` user message first.
     Deterministic and idempotent: repairing the output changes nothing and reports nothing.
     """
@@ -173,6 +173,11 @@ def _orphan_note(m: Message) -> Message:
 def _legal_roles(out: list[Message], problems: list[str]) -> list[Message]:
     legal: list[Message] = []
     for m in out:
+        if m.role == "assistant" and not m.tool_calls and _blank(m.wire_text):
+            # An empty reply (a refusal, an interrupt before the first token) is never
+            # replayed and never invented as "(empty)" (B17); its row stays for display.
+            problems.append("empty assistant message dropped")
+            continue
         if m.role == "assistant" and legal and legal[-1].role == "assistant":
             problems.append("two assistant messages in a row merged")
             legal[-1] = _merge(legal[-1], m)
@@ -188,26 +193,38 @@ def _legal_roles(out: list[Message], problems: list[str]) -> list[Message]:
     return legal
 
 
-_SHAPE = re.compile(
-    r"tool_use.{0,3} ids were found without|without .{0,2}tool_result|unexpected .{0,2}"
-    r"tool_use_id|corresponding .{0,2}tool_use|must be a response to a preceding message"
-    r"|must be followed by tool messages|did not have response messages|INVALID_CHAT_HISTORY"
-    r"|roles must alternate|must alternate between|first message must use the .{0,2}user"
-    r"|must have non-empty content|text content blocks must be non-empty"
-    r"|tool_call_id.{0,40}(not found|invalid)|do not have a corresponding ToolMessage",
-    re.IGNORECASE)
-_REPLAY = re.compile(r"invalid .{0,2}signature.{0,2} in .{0,2}thinking|thinking.{0,2} or "
-                     r".{0,2}redacted_thinking.{0,2} blocks .{0,40}cannot be modified",
-                     re.IGNORECASE)
+def flatten_tool_exchanges(messages: Sequence[Message]) -> list[Message]:
+    """The strict repair after a provider rejected a history's shape (B01): every tool
+    exchange BEFORE the newest user message is sent as plain text (the assistant's calls as
+    lines of its text, each result as a user note), which is legal on every provider; the
+    newest turn's exchanges stay structured. Same-role neighbours then merge on the wire.
+    Deterministic; never stored (the rows keep their structure)."""
+    last_user = next((i for i in range(len(messages) - 1, -1, -1)
+                      if messages[i].role == "user"), 0)
+    out: list[Message] = []
+    for index, m in enumerate(messages):
+        if index >= last_user:
+            out.append(m)
+        elif m.role == "assistant" and m.tool_calls:
+            lines = [f"[called {c.name} (call {c.id}) with {c.arguments}]" for c in m.tool_calls]
+            text = "\n".join(part for part in (m.wire_text.strip(), *lines) if part)
+            out.append(replace(m, content=text, sent_content=None, tool_calls=()))
+        elif m.role == "tool":
+            label = "error from" if m.is_error else "result of"
+            out.append(Message(role="user", id=m.id, content=f"[{label} {m.tool_name or 'a tool'}"
+                               f" (call {m.tool_call_id})]\n{m.wire_text or EMPTY}"))
+        else:
+            out.append(m)
+    merged: list[Message] = []
+    for m in out:  # flattened results sit between a user turn and the next: join them
+        if merged and merged[-1].role == m.role == "user" and index_is_note(merged[-1], m):
+            merged[-1] = replace(merged[-1], content=f"{merged[-1].wire_text}\n\n{m.wire_text}",
+                                 sent_content=None)
+        else:
+            merged.append(m)
+    return _legal_roles(merged, [])
 
 
-def is_history_shape_error(message: str) -> bool:
-    """True for a provider 400 about tool pairing, role order or empty content (B01, B02,
-    B03, B05, B15, B17 bodies). The loop repairs and retries once; it never resends the same
-    payload."""
-    return bool(_SHAPE.search(message))
-
-
-def is_replay_invalid_error(message: str) -> bool:
-    """True for a 400 rejecting a replayed thinking block (B20, class ``replay_invalid``)."""
-    return bool(_REPLAY.search(message))
+def index_is_note(first: Message, second: Message) -> bool:
+    """True when ``second`` is a flattened tool-result note that may join ``first``."""
+    return second.content.startswith(("[result of ", "[error from "))

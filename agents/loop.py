@@ -1,10 +1,9 @@
 """run_turn(): the loop, its iteration budget, refunds and the finalizer. Short on purpose.
 
 The seed's eight lines plus what each fault needs: a budget with refunds (hermes-facts §1),
-tool calls through one dispatcher that gates every call with the policy, unanswered calls of
-a resumed turn run first, and a finalizer with the tool schema removed when the budget runs
-out with no final text. Request assembly (repair, compaction, cache plan) lives in
-agents/request.py; persistence and streaming behind the EventSink. No Django here.
+one policy-gated dispatcher, a resumed turn's unanswered calls first, a tool-free finalizer,
+the error budget (agents/recovery.py). Request assembly lives in agents/request.py;
+persistence and streaming behind the EventSink. No Django here.
 """
 
 from __future__ import annotations
@@ -16,23 +15,21 @@ from agents import EventSink, Transport
 from agents.budget import IterationBudget
 from agents.errors import ApprovalRequired, TransportError, TurnCancelled
 from agents.messages import Message, ModelRequest, ModelResponse, ToolCall
+from agents.recovery import (EMPTY_NAME_STOP, INCOMPLETE_KIND, MAX_EMPTY_TOOL_NAME_STREAK,
+                             REFUSAL_KIND, ErrorBudget)
 
-FINALIZER_PROMPT = (
-    "You have reached the maximum number of tool-calling iterations for this turn. Do not "
-    "call any more tools. Give a final response summarising what you found and did, and "
-    "what is left to do."
-)
-MAX_REQUEST_RETRIES = 2
-"""Re-sends after a compaction or history repair forced by a provider error, per turn."""
+FINALIZER_PROMPT = ("You have reached the maximum number of tool-calling iterations for this "
+                    "turn. Do not call any more tools. Give a final response summarising what "
+                    "you found and did, and what is left to do.")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TurnResult:
-    """How a turn ended: ``status`` "completed" or "budget_exhausted"; ``text`` the final
-    assistant text; ``iterations`` model calls counted against the budget; ``history`` the
-    live transcript as the turn left it (the caller may keep it for the next turn)."""
+    """How a turn ended: ``status`` completed / budget_exhausted / refused (B27: rephrase) /
+    empty_tool_name (B18); ``text`` the final assistant text; ``iterations`` model calls made
+    (finalizer included: honest, B18); ``history`` the live transcript as the turn left it."""
 
-    status: Literal["completed", "budget_exhausted"]
+    status: Literal["completed", "budget_exhausted", "refused", "empty_tool_name"]
     text: str
     iterations: int
     history: tuple[Message, ...] = ()
@@ -83,11 +80,12 @@ def run_turn(history: list[Message], *, harness: Harness, sink: EventSink,
     pending = unanswered_calls(history)
     if pending:
         history += _run_calls(pending, harness=harness, sink=sink)
-    retries = 0
+    errors, empty_names = ErrorBudget(), 0
     while budget.consume():
         if sink.should_stop():
             raise TurnCancelled("stopped by the user")
         history, request = harness.prepare(history)
+        errors.check_resend(request)  # never the same bytes after an error (B01, B25)
         try:
             response = harness.transport.complete(request, on_text=sink.text_delta,
                                                   should_stop=sink.should_stop)
@@ -97,22 +95,31 @@ def run_turn(history: list[Message], *, harness: Harness, sink: EventSink,
                 sink.message_added(Message(role="assistant", content=partial))
             raise
         except TransportError as exc:
-            recovered = harness.recover(history, exc) if retries < MAX_REQUEST_RETRIES else None
-            if recovered is None:
+            partial = getattr(exc, "partial", "")
+            if partial:  # the user saw it: keep it, marked incomplete (B21, B22)
+                history.append(sink.message_added(Message(role="assistant", content=partial),
+                                                  kind=INCOMPLETE_KIND))
+            if not errors.may_recover(request, exc, partial=partial) \
+                    or (recovered := harness.recover(history, exc)) is None:
                 raise
-            retries += 1
-            budget.refund()  # the call never produced a reply: it does not count
+            errors.recovered(budget)  # refunded: the call never produced a reply
             history = recovered
             continue
+        errors.succeeded()
         harness.observe(request, response)
         sink.usage_recorded(response.usage, request, response)
-        message = sink.message_added(response.message)
+        refused = response.stop_reason == "refusal"  # final; shown as one, billed once (B27)
+        message = sink.message_added(response.message, kind=REFUSAL_KIND if refused else "")
         history.append(message)
-        if not message.tool_calls:
-            return TurnResult(status="completed", text=message.content, iterations=budget.used,
-                              history=tuple(history))
+        if refused or not message.tool_calls:
+            return TurnResult(status="refused" if refused else "completed", text=message.content,
+                              iterations=errors.replies, history=tuple(history))
+        empty_names = (empty_names + 1) * any(not c.name.strip() for c in message.tool_calls)
         history += _run_calls(list(message.tool_calls), harness=harness, sink=sink)
-    return _finalize(history, harness=harness, sink=sink, budget=budget)
+        if empty_names >= MAX_EMPTY_TOOL_NAME_STREAK:  # results stored: pairing holds (B18)
+            return TurnResult(status="empty_tool_name", text=EMPTY_NAME_STOP,
+                              iterations=errors.replies, history=tuple(history))
+    return _finalize(history, harness=harness, sink=sink, calls_made=errors.replies)
 
 
 def _run_calls(calls: list[ToolCall], *, harness: Harness, sink: EventSink) -> list[Message]:
@@ -127,7 +134,7 @@ def _run_calls(calls: list[ToolCall], *, harness: Harness, sink: EventSink) -> l
 
 
 def _finalize(history: list[Message], *, harness: Harness, sink: EventSink,
-              budget: IterationBudget) -> TurnResult:
+              calls_made: int) -> TurnResult:
     """Budget spent with no final text: one more call with the tool schema removed
     (removing the tools is a fact; asking the model to stop is only a request)."""
     note = sink.message_added(Message(role="user", content=FINALIZER_PROMPT))
@@ -139,5 +146,5 @@ def _finalize(history: list[Message], *, harness: Harness, sink: EventSink,
     sink.usage_recorded(response.usage, request, response)
     # A model that still emits tool calls without tools gets them dropped: nothing can run.
     message = sink.message_added(replace(response.message, tool_calls=()))
-    return TurnResult(status="budget_exhausted", text=message.content, iterations=budget.used,
-                      history=(*history, message))
+    return TurnResult(status="budget_exhausted", text=message.content,
+                      iterations=calls_made + 1, history=(*history, message))

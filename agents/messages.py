@@ -215,9 +215,13 @@ class ModelRequest:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelResponse:
     """A provider's reply: the assistant message, usage (None when the provider sent none),
-    the stop reason ("end_turn", "tool_use", "max_tokens", ...) and the model name."""
+    the stop reason ("end_turn", "tool_use", "max_tokens", "refusal", ...), the model name,
+    and which route served it: ``provider`` (profile name) and ``credential`` (the key's
+    label, never the secret), "" when the transport does not say (issue 10, build 1)."""
 
     message: Message
     usage: Usage | None
     stop_reason: str = "end_turn"
     model: str = ""
+    provider: str = ""
+    credential: str = ""

@@ -41,6 +41,14 @@ class ProviderProfile:
     - ``pricing_key``: key into the price table (pricing is not decided here).
     - ``max_tokens_field``: body key for the output cap on OpenAI-compatible routes
       ("max_completion_tokens" for OpenAI's own API, "max_tokens" elsewhere).
+    - ``strict_alternation``: the server's chat template rejects two consecutive user or
+      assistant messages (vLLM with Mistral / Llama-2 style templates, Mistral's API, many
+      local servers); the OpenAI-compatible transport then merges same-role neighbours
+      (issue 10 defect 6). OpenAI's own API accepts them and keeps them separate.
+    - ``tokenizer_family``: which weights the token estimator uses (agents/tokens.py
+      SCRIPT_WEIGHTS): "o200k" for OpenAI's current models, "cl100k" otherwise (B13).
+    Output caps are per MODEL (``model_output_cap``): a profile's ``max_output_tokens`` is
+    the route's ceiling, a smaller model on it caps lower (issue 10 defect 7).
     """
 
     name: str
@@ -56,6 +64,8 @@ class ProviderProfile:
     drops_markers_on_tool_only_assistant: bool = False
     pricing_key: str = ""
     max_tokens_field: str = "max_tokens"
+    strict_alternation: bool = True
+    tokenizer_family: str = "cl100k"
 
 
 SIMULATOR_URL = "http://127.0.0.1:8765"
@@ -72,7 +82,8 @@ PROFILES: dict[str, ProviderProfile] = {p.name: p for p in (
         name="openai", transport="openai_chat", base_url="https://api.openai.com/v1",
         key_env="OPENAI_API_KEY", default_model="gpt-4.1", context_window=1_047_576,
         max_output_tokens=32_768, pricing_key="openai",
-        max_tokens_field="max_completion_tokens"),
+        max_tokens_field="max_completion_tokens", strict_alternation=False,
+        tokenizer_family="o200k"),
     # An aggregator: chat-completions envelope in front of many vendors. The
     # OpenAI-compatible transport sends no markers, so caching is off for this route.
     ProviderProfile(
@@ -103,6 +114,30 @@ PROFILES: dict[str, ProviderProfile] = {p.name: p for p in (
         max_output_tokens=64_000, pricing_key="simulator"),
 )}
 """Built-in profiles by name."""
+
+
+MODEL_OUTPUT_CAPS: dict[str, int] = {
+    # Anthropic (models overview, "Max output"): the 3.x generation caps far below 64K.
+    "claude-3-haiku": 4_096, "claude-3-opus": 4_096, "claude-3-sonnet": 4_096,
+    "claude-3-5-haiku": 8_192, "claude-3-5-sonnet": 8_192, "claude-3-7-sonnet": 64_000,
+    "claude-sonnet-4": 64_000, "claude-opus-4": 32_000, "claude-haiku-4": 64_000,
+    # OpenAI (model pages, "Max output tokens").
+    "gpt-4o-mini": 16_384, "gpt-4o": 16_384, "gpt-4.1": 32_768, "gpt-4-turbo": 4_096,
+    "gpt-3.5-turbo": 4_096,
+    # DeepSeek API docs.
+    "deepseek-chat": 8_192,
+}
+"""Output caps (tokens) by model-id prefix; the longest matching prefix wins."""
+
+
+def model_output_cap(profile: ProviderProfile, model: str) -> int:
+    """Output tokens ``model`` may be asked for on ``profile``: the longest matching prefix
+    in MODEL_OUTPUT_CAPS (an aggregator's "vendor/model" id is matched without the vendor),
+    never above the profile's ``max_output_tokens``."""
+    name = model.rsplit("/", 1)[-1].lower()
+    matches = [k for k in MODEL_OUTPUT_CAPS if name.startswith(k)]
+    cap = MODEL_OUTPUT_CAPS[max(matches, key=len)] if matches else profile.max_output_tokens
+    return min(cap, profile.max_output_tokens)
 
 
 def resolve_profile(name: str, *, base_url: str | None = None, model: str | None = None,

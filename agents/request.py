@@ -10,17 +10,15 @@ number that fires all of this is wrong"). Compaction and prune decisions are the
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field, replace
 
 from agents import Transport
 from agents.cache import CacheSettings, plan_breakpoints
-from agents.history import Repair, validate_and_repair
+from agents.history import Repair, flatten_tool_exchanges, validate_and_repair
 from agents.messages import Message, ModelRequest, ToolSpec
 from agents.tokens import Calibrator, PrefixFingerprinter, estimate_payload_tokens
 
 
-_OVERFLOW_SIZES = re.compile(r"(?:context limit: |too long: )(\d+)")
 MIN_OUTPUT_TOKENS = 256
 """Smallest output budget worth asking for; below it compaction must make room instead."""
 OUTPUT_MARGIN_TOKENS = 256
@@ -69,6 +67,17 @@ class RequestPipeline:
     """(rough, billed) of the last response, even one over the compaction threshold (which
     the calibrator drops): the output budget must not trust a raw under-estimate."""
     started_call_ids: set[str] = field(default_factory=set)
+    strict: bool = False
+    """Set by ``repair_strictly`` after a history-shape 400: earlier turns' tool exchanges
+    go out as plain text for the rest of this pipeline's life (B01)."""
+
+    def repair_strictly(self) -> None:
+        """A provider rejected the history's shape: validate from scratch from now on and
+        flatten earlier tool exchanges (agents.history.flatten_tool_exchanges), so the
+        retry's bytes differ and are legal on every provider (B01)."""
+        self.strict = True
+        self._legal = []
+        self._call_ids = None
 
     def prepare(self, history: list[Message], *, tools: bool = True) -> PreparedRequest:
         """Repair ``history``, build and plan the request, estimate it. Pure apart from the
@@ -76,6 +85,8 @@ class RequestPipeline:
         that grew by appending cost its new messages, never change a result)."""
         repair = self._repair(history)
         legal = list(repair.messages)
+        if self.strict:
+            legal = flatten_tool_exchanges(legal)
         request = ModelRequest(model=self.model, system=self.system, messages=tuple(legal),
                                tools=self.tools if tools else (), stable_len=self.stable_len,
                                max_tokens=self.max_tokens)
@@ -111,15 +122,25 @@ class RequestPipeline:
         if billed is not None and rough is not None:
             self.last_billed = (rough, billed)
 
-    def note_overflow(self, message: str) -> bool:
-        """Read the input size out of a provider overflow message ("input length and
-        max_tokens exceed context limit: 15919 + 4096 > 20000", "prompt is too long: N tokens
-        > M maximum"); the next request sizes its output budget from it. True if found."""
-        match = _OVERFLOW_SIZES.search(message)
-        if match is None:
+    def note_overflow(self, input_tokens: int | None, context_limit: int | None = None) -> bool:
+        """Take the provider's own count of the input (tokens; the classifier's
+        ``input_tokens`` hint, parsed from every provider's overflow body) so the next
+        request sizes its output budget from it (case B25). ``context_limit``: the window
+        the provider stated, kept when smaller than the configured one. True when the input
+        alone fits, so a smaller max_tokens is the fix rather than a compaction."""
+        if context_limit is not None and (self.context_window is None
+                                          or context_limit < self.context_window):
+            self.context_window = context_limit
+        if input_tokens is None:
             return False
-        self.input_hint = int(match.group(1))
-        return True
+        self.input_hint = max(input_tokens, self.input_hint or 0)
+        room = (self.context_window or 0) - input_tokens - OUTPUT_MARGIN_TOKENS
+        return room >= MIN_OUTPUT_TOKENS
+
+    @property
+    def family(self) -> str:
+        """The profile's tokenizer family for the estimator (B13)."""
+        return getattr(self.profile, "tokenizer_family", "cl100k")
 
     def fingerprint(self, messages: list[Message]) -> str:
         """Fingerprint of the priced prefix (system + tools + ``messages``); equal to
@@ -137,14 +158,16 @@ class RequestPipeline:
         if key not in self._weights:
             empty = ModelRequest(model=self.model, system=self.system, messages=(),
                                  tools=self.tools if tools else (), stable_len=self.stable_len)
-            self._weights[key] = estimate_payload_tokens(self.transport.build_payload(empty))
+            self._weights[key] = estimate_payload_tokens(self.transport.build_payload(empty),
+                                                         self.family)
         total = self._weights[key]
         for message in messages:
             weight = self._weights.get(message)
             if weight is None:
                 alone = ModelRequest(model=self.model, system="", messages=(message,))
                 body = self.transport.build_payload(alone)
-                weight = estimate_payload_tokens({"messages": body.get("messages", [])})
+                weight = estimate_payload_tokens({"messages": body.get("messages", [])},
+                                                 self.family)
                 self._weights[message] = weight
             total += weight
         return total

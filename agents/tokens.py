@@ -24,23 +24,30 @@ from typing import Any
 
 from agents.messages import Message, ToolSpec
 
-# Per-character token weights. Sources:
-# - ASCII: hermes-facts §4, rough tokens = ceil(chars / 4).
-# - Fullwidth ASCII forms (U+FF01..FF5E): failure case B13 pins estimate("ＡＢＣ１２３") == 2,
-#   i.e. they weigh as their ASCII twins.
-# - Han ideographs: case B13 — a 40,000-char Chinese transcript billed about 25k tokens
-#   (0.625/char) and 1 token/char over-counted about 1.7x (=> ~0.6/char). 0.7 keeps a small
-#   deliberate over-count, as hermes does, so compaction fires before the provider refuses.
-# - Kana and hangul: B13 gives 0.6–1.0 per char for CJK and kana; kana and hangul syllables
-#   merge less often than Han in BPE vocabularies, hence the upper part of that range.
-# - Everything else (accented Latin, Cyrillic, Greek, Arabic, Thai, emoji...): B13's rule,
-#   "other non-Latin text by UTF-8 bytes", at 4 bytes a token, which lands between ASCII and CJK
-#   (Cyrillic 0.5/char, Thai 0.75/char, emoji 1/char).
+# Per-character token weights, per tokenizer family and script (case B13). Sources:
+# - ASCII: hermes-facts §4, rough tokens = ceil(chars / 4), for every family (prose runs at
+#   ~0.21/char on both tokenizers, so this over-counts English ~1.2x, on the safe side).
+# - Fullwidth ASCII forms (U+FF01..FF5E): case B13 pins estimate("ＡＢＣ１２３") == 2.
+# - Every other script: fitted on tests/agents/corpus/scripts.json against the real
+#   cl100k_base and o200k_base tokenizers (bpe-openai, vocabularies bundled), with a 5%
+#   deliberate over-count so compaction fires before the provider refuses; the per-script
+#   test holds each within ±20%. "cl100k" is the default and the proxy for Anthropic's
+#   tokenizer (not published; its CJK density is close to cl100k's); "o200k" is OpenAI's
+#   gpt-4o / 4.1 family, about 1.5x denser on CJK and 3-4x on Devanagari, Arabic and Thai.
+#   Calibration against billed usage (Calibrator below) corrects the rest per session.
+# - Unknown scripts: UTF-8 bytes / 4 (B13's "other non-Latin text by UTF-8 bytes").
 ASCII_TOKENS_PER_CHAR = 0.25
-HAN_TOKENS_PER_CHAR = 0.7
-KANA_TOKENS_PER_CHAR = 0.8
-HANGUL_TOKENS_PER_CHAR = 0.9
 OTHER_TOKENS_PER_UTF8_BYTE = 0.25
+JOINER_TOKENS = 1.0
+"""U+FE0F (emoji presentation) and U+200D (zero-width joiner): about one token each."""
+SCRIPT_WEIGHTS: dict[str, dict[str, float]] = {
+    "cl100k": {"han": 1.22, "kana": 1.17, "hangul": 1.42, "emoji": 2.84, "cyrillic": 0.54,
+               "arabic": 0.83, "devanagari": 1.26, "thai": 0.98},
+    "o200k": {"han": 0.82, "kana": 0.82, "hangul": 0.81, "emoji": 1.89, "cyrillic": 0.27,
+              "arabic": 0.31, "devanagari": 0.28, "thai": 0.41},
+}
+"""Tokens per character by tokenizer family and script (see the comment above)."""
+DEFAULT_FAMILY = "cl100k"
 IMAGE_TOKENS = 1_600
 """Flat cost of one image block (hermes-facts §4: 1,600 in the code)."""
 
@@ -55,35 +62,57 @@ PAYLOAD_KEYS = ("system", "tools", "messages")
 _NON_ASCII = re.compile(r"[^\x00-\x7f]+")
 
 
-def _char_weight(ch: str) -> float:
+def _script(cp: int) -> str | None:
+    if (0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0xF900 <= cp <= 0xFAFF
+            or 0x20000 <= cp <= 0x2FA1F or 0x3000 <= cp <= 0x303F or 0xFF00 <= cp <= 0xFF65):
+        return "han"  # ideographs and CJK punctuation
+    if 0x3040 <= cp <= 0x30FF or 0x31F0 <= cp <= 0x31FF or 0xFF66 <= cp <= 0xFF9F:
+        return "kana"
+    if 0xAC00 <= cp <= 0xD7AF or 0x1100 <= cp <= 0x11FF or 0x3130 <= cp <= 0x318F:
+        return "hangul"
+    if (0x1F000 <= cp <= 0x1FAFF or 0x2600 <= cp <= 0x27BF or 0x2B00 <= cp <= 0x2BFF
+            or 0x2300 <= cp <= 0x23FF):
+        return "emoji"
+    if 0x0400 <= cp <= 0x052F:
+        return "cyrillic"
+    if 0x0600 <= cp <= 0x06FF or 0x0750 <= cp <= 0x077F:
+        return "arabic"
+    if 0x0900 <= cp <= 0x097F:
+        return "devanagari"
+    if 0x0E00 <= cp <= 0x0E7F:
+        return "thai"
+    return None
+
+
+def _char_weight(ch: str, weights: dict[str, float]) -> float:
     cp = ord(ch)
     if 0xFF01 <= cp <= 0xFF5E:
         return ASCII_TOKENS_PER_CHAR
-    if (0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0xF900 <= cp <= 0xFAFF
-            or 0x20000 <= cp <= 0x2FA1F):
-        return HAN_TOKENS_PER_CHAR
-    if 0x3040 <= cp <= 0x30FF or 0x31F0 <= cp <= 0x31FF or 0xFF66 <= cp <= 0xFF9F:
-        return KANA_TOKENS_PER_CHAR
-    if 0xAC00 <= cp <= 0xD7AF or 0x1100 <= cp <= 0x11FF or 0x3130 <= cp <= 0x318F:
-        return HANGUL_TOKENS_PER_CHAR
+    if cp in (0xFE0F, 0x200D):
+        return JOINER_TOKENS
+    script = _script(cp)
+    if script is not None:
+        return weights[script]
     return len(ch.encode("utf-8")) * OTHER_TOKENS_PER_UTF8_BYTE
 
 
-def _text_weight(text: str) -> float:
+def _text_weight(text: str, family: str = DEFAULT_FAMILY) -> float:
     if text.isascii():
         return len(text) * ASCII_TOKENS_PER_CHAR
+    weights = SCRIPT_WEIGHTS.get(family, SCRIPT_WEIGHTS[DEFAULT_FAMILY])
     non_ascii = 0
     weight = 0.0
     for run in _NON_ASCII.findall(text):
         non_ascii += len(run)
-        weight += sum(_char_weight(ch) for ch in run)
+        weight += sum(_char_weight(ch, weights) for ch in run)
     return (len(text) - non_ascii) * ASCII_TOKENS_PER_CHAR + weight
 
 
-def estimate_text_tokens(text: str) -> int:
-    """Rough tokens for ``text``: ceil of the summed per-character weights (see the module's
-    constants). ``estimate_text_tokens("ABC123") == 2`` (B13)."""
-    return math.ceil(_text_weight(text))
+def estimate_text_tokens(text: str, family: str = DEFAULT_FAMILY) -> int:
+    """Rough tokens for ``text`` under tokenizer ``family`` ("cl100k" or "o200k"; unknown
+    names use the default): ceil of the summed per-character weights (SCRIPT_WEIGHTS).
+    ``estimate_text_tokens("ABC123") == 2`` (B13)."""
+    return math.ceil(_text_weight(text, family))
 
 
 def _strip(value: Any, images: list[int]) -> Any:
@@ -102,7 +131,7 @@ def _strip(value: Any, images: list[int]) -> Any:
     return value
 
 
-def estimate_payload_tokens(payload: dict[str, Any]) -> int:
+def estimate_payload_tokens(payload: dict[str, Any], family: str = DEFAULT_FAMILY) -> int:
     """Rough prompt tokens of a transport's wire body (``Transport.build_payload``).
 
     Measures the compact JSON of ``system``, ``tools`` and ``messages`` (keys and punctuation
@@ -113,7 +142,7 @@ def estimate_payload_tokens(payload: dict[str, Any]) -> int:
     images: list[int] = []
     parts = {k: _strip(payload[k], images) for k in PAYLOAD_KEYS if payload.get(k)}
     text = json.dumps(parts, ensure_ascii=False, separators=(",", ":")) if parts else ""
-    return estimate_text_tokens(text) + IMAGE_TOKENS * len(images)
+    return estimate_text_tokens(text, family) + IMAGE_TOKENS * len(images)
 
 
 def estimate_message_tokens(message: Message) -> int:
@@ -172,28 +201,6 @@ class PrefixFingerprinter:
         return self._states[len(messages)].hexdigest()
 
 
-_OVERFLOW = re.compile(
-    r"prompt is too long|exceed context limit|maximum context length|context_length_exceeded"
-    r"|context window|tokens in request more than max tokens allowed|largest known context"
-    r" limit|request entity too large|too many tokens|reduce the length of the messages",
-    re.IGNORECASE)
-
-
-def is_context_overflow(error: BaseException | str) -> bool:
-    """True when a provider error says the prompt did not fit (backstop 2 of the seed: an
-    overflow compacts and retries). Accepts a TransportError (its ``classified`` hint is used
-    when it has ``kind == "context_overflow"`` or a true ``compress`` attribute) or any message;
-    falls back to matching the bodies of failure case B25, so stripped status codes still work.
-    """
-    if isinstance(error, BaseException):
-        classified = getattr(error, "classified", None)
-        if classified is not None and (getattr(classified, "kind", None) == "context_overflow"
-                                       or getattr(classified, "compress", False) is True):
-            return True
-        error = str(error)
-    return bool(_OVERFLOW.search(error)) or error.lstrip().startswith("413")
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UsageAnchor:
     """One calibration pair: the rough estimate of a request and the prompt tokens the
@@ -228,7 +235,8 @@ class Calibrator:
     - Every response whose billed count is under ``threshold`` re-anchors the baseline.
     - Backstop 1: a billed count at or over ``threshold`` clears the baseline and sets
       ``over_threshold`` so ``should_compact`` is true until ``on_compacted()``.
-    - Backstop 2 (a provider overflow error) is ``is_context_overflow``; the caller compacts.
+    - Backstop 2 (a provider overflow error) is the classifier's ``compress`` hint
+      (agents/transports/errors.py); the caller compacts.
     ``threshold`` is in tokens (compaction.compaction_threshold). ``clock`` gives epoch seconds.
     """
 

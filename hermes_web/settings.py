@@ -249,6 +249,25 @@ LOGGING = {
 
 # --- The harness ------------------------------------------------------------------------
 _SIM_PORT = int(env_str("HERMES_SIMULATOR_PORT", "8765"))
+def env_pairs(name: str) -> list[tuple[str, str]]:
+    """``a=x,b=y`` as [("a", "x"), ("b", "y")]; an item without "=" has an empty value
+    (HERMES_FALLBACK_PROVIDERS uses ":" instead, see below)."""
+    pairs = []
+    for item in env_str(name).split(","):
+        if item.strip():
+            key, _, value = item.strip().partition("=")
+            pairs.append((key.strip(), value.strip()))
+    return pairs
+
+
+def env_key_pools() -> dict[str, list[tuple[str, str]]]:
+    """Credential pools: HERMES_API_KEYS_<PROVIDER>=label=key,label=key (provider name
+    upper-cased, "-" as "_"), e.g. HERMES_API_KEYS_ANTHROPIC=main=sk-1,backup=sk-2."""
+    prefix = "HERMES_API_KEYS_"
+    return {name[len(prefix):].lower().replace("_", "-"): env_pairs(name)
+            for name in os.environ if name.startswith(prefix) and env_str(name).strip()}
+
+
 _DEFAULT_PROVIDER = (
     "anthropic" if env_str("ANTHROPIC_API_KEY") else "openai" if env_str("OPENAI_API_KEY")
     else "simulator"
@@ -267,6 +286,17 @@ HERMES = {
         "anthropic": env_str("ANTHROPIC_BASE_URL"),
         "openai": env_str("OPENAI_BASE_URL"),
     },
+    # Provider failures (issue 10): fallbacks tried in order after the session's provider
+    # ("provider" or "provider:model"), key pools per provider (labels are shown, keys never),
+    # breakpoint limits per endpoint for proxies that add their own cache markers, and the
+    # longest retry-after (seconds) slept on before failing over instead.
+    "FALLBACK_PROVIDERS": [tuple(item.strip().partition(":")[::2])
+                           for item in env_str("HERMES_FALLBACK_PROVIDERS").split(",")
+                           if item.strip()],
+    "KEY_POOLS": env_key_pools(),
+    "BREAKPOINT_LIMITS": {url.rstrip("/"): int(limit)
+                          for url, limit in env_pairs("HERMES_BREAKPOINT_LIMITS")},
+    "MAX_RETRY_AFTER": float(env_str("HERMES_MAX_RETRY_AFTER", "30")),
     # The provider simulator (agents/simulator/): served in-process in embedded mode.
     "SIMULATOR_URL": env_str("HERMES_SIMULATOR_URL", f"http://127.0.0.1:{_SIM_PORT}"),
     "SIMULATOR_PORT": _SIM_PORT,

@@ -108,10 +108,10 @@ def session_compact(*, ctx, sink, history: list[AgentMessage], forced: bool,
     if isinstance(plan, Skip):
         if plan.plan is None:
             return None
-        kind, new_live = "skip_small_middle", drop_middle(plan.plan)
+        kind, new_live, error = "skip_small_middle", drop_middle(plan.plan), ""
         plan = plan.plan
     else:
-        kind, new_live = _summarise(ctx, sink, plan, breaker)
+        kind, new_live, error = _summarise(ctx, sink, plan, breaker)
     owner = f"compaction:{uuid.uuid4().hex[:12]}"
     if not compaction_lease_acquire(session=session, owner=owner):
         return None
@@ -130,33 +130,41 @@ def session_compact(*, ctx, sink, history: list[AgentMessage], forced: bool,
             event_append(session_id=session.pk, type="compaction", payload={
                 "turn_id": ctx.turn.pk, "kind": kind, "reason": reason,
                 "tokens_before": plan.total_tokens, "tokens_after": tokens_after,
-                "messages_archived": len(history), "summary": stored[summary_index].content})
+                "messages_archived": len(history), "summary": stored[summary_index].content,
+                "error": error})
+            ctx.last_compaction = {"kind": kind, "error": error}
     finally:
         compaction_lease_release(session=session, owner=owner)
     ctx.rebuild_after_compaction()
     return history_load(session=session)
 
 
-def _summarise(ctx, sink, plan, breaker: CompactionBreaker) -> tuple[str, list[AgentMessage]]:
+def _summarise(ctx, sink, plan,
+               breaker: CompactionBreaker) -> tuple[str, list[AgentMessage], str]:
     """Call the summariser; on failure (or cooldown) fall back to deterministic dropping so
-    the session can always continue."""
+    the session can always continue. Returns (kind, new live set, the failure or "") so the
+    event and `/compact` say what really happened (issue 10 defect 7). The output cap is
+    the MODEL's (agents.providers.model_output_cap), not the profile's."""
+    from agents.providers import model_output_cap
+
     if not breaker.may_summarise():
-        return "fallback", drop_middle(plan)
+        return "fallback", drop_middle(plan), "summariser cooling down after a failure"
     request = build_summary_request(plan, model=ctx.session.model,
                                     window=ctx.profile.context_window,
-                                    model_max_output=ctx.profile.max_output_tokens,
+                                    model_max_output=model_output_cap(ctx.profile,
+                                                                      ctx.session.model),
                                     estimate_text=estimate_text_tokens)
     try:
         response = ctx.transport.complete(request, on_text=lambda _t: None)
     except TransportError as exc:
         breaker.on_summariser_failure(transient=bool(getattr(exc.classified, "retryable", False)))
         log.warning("summariser failed for session %s: %s", ctx.session.pk, exc)
-        return "fallback", drop_middle(plan)
+        return "fallback", drop_middle(plan), str(exc)[:300]
     sink.usage_recorded(response.usage, request, response, purpose="summary")
     text = response.message.content.strip()
     if not text:
-        return "fallback", drop_middle(plan)
-    return "summary", compacted_transcript(plan, text)
+        return "fallback", drop_middle(plan), "the summariser returned no text"
+    return "summary", compacted_transcript(plan, text), ""
 
 
 def session_prune(*, ctx, history: list[AgentMessage], projected: int, forced: bool = False,

@@ -203,6 +203,12 @@ class UsageRecord(models.Model):
     cost_usd = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
     rate_source = models.CharField(max_length=200, blank=True, default="")
     raw = models.JSONField(default=dict, blank=True)
+    estimated = models.BooleanField(
+        default=False, help_text="The provider sent no usage; the token counts are the "
+        "harness's estimate of the request and reply (case B28).")
+    credential = models.CharField(max_length=100, blank=True, default="",
+                                  help_text="Label of the key that served the call (never the "
+                                            "secret).")
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -215,3 +221,31 @@ class UsageRecord(models.Model):
     def prompt_tokens(self) -> int:
         return (self.input_tokens + self.cache_read_tokens + self.cache_write_5m_tokens
                 + self.cache_write_1h_tokens)
+
+
+class ProviderCooldown(models.Model):
+    """A provider or one of its keys resting after throttling or failure, shared by every
+    worker (issue 10, build 1). ``scope`` is "provider:<name>" or "key:<name>:<label>";
+    ``strikes`` counts consecutive throttles (the cooldown escalates with it; a success
+    deletes the row); ``until`` is when it may be tried again."""
+
+    scope = models.CharField(max_length=200, unique=True)
+    until = models.DateTimeField()
+    strikes = models.IntegerField(default=0)
+    reason = models.CharField(max_length=50, blank=True, default="")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.scope} until {self.until:%H:%M:%S}"
+
+
+class BreakpointLimit(models.Model):
+    """A cache-breakpoint limit learned from a provider's 400 for one endpoint, persisted so
+    no process pays the 400 again (issue 10 defect 8). Only ever lowered."""
+
+    base_url = models.CharField(max_length=500, unique=True)
+    limit = models.IntegerField()
+    learned_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.base_url}: {self.limit}"

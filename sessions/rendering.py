@@ -155,7 +155,8 @@ def usage_item(turn_id: int, totals: dict) -> dict:
     return {"dom_id": dom_id("usage", turn_id), "input": totals.get("input_tokens") or 0,
             "output": totals.get("output_tokens") or 0,
             "cache_read": totals.get("cache_read_tokens") or 0,
-            "cache_write": totals.get("cache_write_tokens") or 0}
+            "cache_write": totals.get("cache_write_tokens") or 0,
+            "served_by": ", ".join(totals.get("served_by") or ())}
 
 
 def status_item(type: str, payload: dict) -> dict:
@@ -229,7 +230,8 @@ def event_html(event: dict, *, user=None, user_label: str = "You") -> str | None
         return _partial("compaction-divider", {
             "dom_id": dom_id("event", event["seq"]), "text": notice_text(type, payload),
             "summary_html": markdown_html(str(payload.get("summary") or ""))})
-    if type in ("error", "cache.warning", "prune"):
+    if type in ("error", "cache.warning", "prune", "history.repaired",
+                "compaction.breaker_tripped", "provider.failover"):
         return _partial("notice", {"level": "error" if type == "error" else "info",
                                    "dom_id": dom_id("event", event["seq"]),
                                    "text": notice_text(type, payload)})
@@ -239,8 +241,19 @@ def event_html(event: dict, *, user=None, user_label: str = "You") -> str | None
 def notice_text(type: str, payload: dict) -> str:
     """A one-line human description of a notice event."""
     if type == "compaction":
-        return (f"Older messages were summarised: {payload.get('tokens_before', '?')} → "
-                f"{payload.get('tokens_after', '?')} tokens.")
+        sizes = f"{payload.get('tokens_before', '?')} → {payload.get('tokens_after', '?')} tokens"
+        if payload.get("kind") == "fallback":  # say what happened, not what was hoped (defect 7)
+            return (f"The summariser failed ({payload.get('error') or 'unavailable'}); older "
+                    f"messages were replaced by a deterministic note without a model summary: "
+                    f"{sizes}.")
+        if payload.get("kind") == "skip_small_middle":
+            return f"Older messages were too few to summarise and were dropped: {sizes}."
+        return f"Older messages were summarised: {sizes}."
+    if type == "history.repaired":
+        return ("The provider rejected the conversation's shape; it was repaired and the "
+                "request retried once.")
+    if type in ("compaction.breaker_tripped", "provider.failover"):
+        return str(payload.get("text") or "")
     if type == "prune":
         return "Old tool output was pruned to save context."
     if type == "cache.warning":

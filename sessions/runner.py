@@ -28,7 +28,7 @@ from agents.loop import Harness, run_turn
 from agents.messages import Message as AgentMessage
 from agents.messages import ModelRequest, ModelResponse, ToolCall
 from agents.prompt import build_system_prompt, recover_stable_len
-from agents.providers import ProviderProfile, resolve_profile
+from agents.providers import ProviderProfile, model_output_cap, resolve_profile
 from agents.request import RequestPipeline
 from agents.tokens import Calibrator
 from agents.tools.dispatch import dispatch_tool_calls
@@ -47,34 +47,77 @@ log = logging.getLogger("hermes.runner")
 
 def provider_profile(session: Session) -> ProviderProfile:
     """The session's provider profile with the configured overrides (base URL, window)."""
+    return profile_named(session.provider, session.model)
+
+
+def profile_named(name: str, model: str | None) -> ProviderProfile:
+    """Profile ``name`` with the configured overrides (base URL, window, ``model``)."""
     hermes = settings.HERMES
     base_url = None
-    if session.provider.startswith("simulator"):
-        base_url = hermes["SIMULATOR_URL"] + ("/v1" if session.provider.endswith("openai") else "")
+    if name.startswith("simulator"):
+        base_url = hermes["SIMULATOR_URL"] + ("/v1" if name.endswith("openai") else "")
     else:
-        profile = resolve_profile(session.provider)
+        profile = resolve_profile(name)
         key = "anthropic" if profile.transport == "anthropic_messages" else "openai"
         base_url = hermes["BASE_URLS"].get(key) or None
-    return resolve_profile(session.provider, base_url=base_url, model=session.model,
+    return resolve_profile(name, base_url=base_url, model=model or None,
                            context_window=hermes["CONTEXT_WINDOW"])
 
 
-def provider_transport(profile: ProviderProfile, model: str):
-    """The transport for ``profile``; the key value comes from settings (never os.environ).
-    One per (profile, model, key) per process: an SDK client holds a connection pool and an
-    SSL context that cost more to build than a whole iteration of the harness."""
+def provider_keys(profile: ProviderProfile) -> list[tuple[str, str | None]]:
+    """(label, key) pairs for ``profile``: its pool (HERMES_API_KEYS_<NAME>) when set, else
+    the one key from its ``key_env`` labelled with that variable's name. Values come from
+    settings (never os.environ); labels are what users see."""
+    pool = settings.HERMES["KEY_POOLS"].get(profile.name)
+    if pool:
+        return [(label, key or None) for label, key in pool]
     api_key = settings.HERMES["API_KEYS"].get(profile.key_env or "", "") or None
     if api_key is None and profile.name.startswith("simulator"):
         api_key = "simulator"
-    return _transport(profile, model, api_key, settings.HERMES["RETRY_BASE_DELAY"])
+    return [(profile.key_env or "", api_key)]
 
 
-@lru_cache(maxsize=16)
-def _transport(profile: ProviderProfile, model: str, api_key: str | None, base_delay: float):
+def provider_routes(session: Session, primary: ProviderProfile):
+    """The session's provider and model first (each of its keys), then every configured
+    fallback (HERMES_FALLBACK_PROVIDERS, each of its keys)."""
+    from agents.transports.failover import Route
+
+    chain = [(primary, session.model or primary.default_model)]
+    for name, model in settings.HERMES["FALLBACK_PROVIDERS"]:
+        profile = profile_named(name, model or None)
+        chain.append((profile, model or profile.default_model))
+    routes = []
+    for profile, model in chain:
+        for label, key in provider_keys(profile):
+            routes.append(Route(provider=profile.name, model=model, credential=label,
+                                transport=provider_transport(profile, model, key)))
+    return routes
+
+
+def provider_transport(profile: ProviderProfile, model: str, api_key: str | None = None):
+    """The transport for ``profile`` and one key. One per (profile, model, key) per
+    process: an SDK client holds a connection pool and an SSL context that cost more to
+    build than a whole iteration of the harness."""
+    if api_key is None:
+        api_key = provider_keys(profile)[0][1]
+    hermes = settings.HERMES
+    return _transport(profile, model, api_key, hermes["RETRY_BASE_DELAY"],
+                      hermes["MAX_RETRY_AFTER"],
+                      hermes["BREAKPOINT_LIMITS"].get(profile.base_url))
+
+
+@lru_cache(maxsize=32)
+def _transport(profile: ProviderProfile, model: str, api_key: str | None, base_delay: float,
+               max_retry_after: float, breakpoint_limit: int | None):
     from agents.transports.retry import RetryPolicy
+    from sessions.provider_state import BREAKPOINT_LIMITS
 
+    options = {}
+    if profile.transport == "anthropic_messages":
+        options = {"breakpoint_store": BREAKPOINT_LIMITS, "breakpoint_limit": breakpoint_limit}
     return get_transport(profile, api_key=api_key, model=model,
-                         retry=RetryPolicy(base_delay=base_delay))
+                         retry=RetryPolicy(base_delay=base_delay,
+                                           max_retry_after=max_retry_after), **options)
 
 
 @dataclass
@@ -120,6 +163,12 @@ class TurnContext:
     """The live history as loaded at the start of the turn (reused, not re-read)."""
     bound: BoundSession | None = None
     """This worker's copy from the session's previous turn, when still valid."""
+    compactions: int = 0
+    """Compactions committed in this turn: automatic ones run at most once per turn (B10)."""
+    breaker_noticed: bool = False
+    """The "breaker tripped" notice was already shown in this turn (B10)."""
+    last_compaction: dict | None = None
+    """{"kind", "error"} of the last compaction committed in this turn (defect 7)."""
 
     @cached_property
     def profile(self) -> ProviderProfile:
@@ -127,7 +176,22 @@ class TurnContext:
 
     @cached_property
     def transport(self):
-        return provider_transport(self.profile, self.session.model)
+        """The session's provider with its keys and fallbacks (FailoverTransport); cooldowns
+        in the database, every failover announced as an event."""
+        from agents.transports.failover import FailoverTransport
+        from sessions.provider_state import COOLDOWNS
+
+        return FailoverTransport(provider_routes(self.session, self.profile), store=COOLDOWNS,
+                                 notice=self.failover_notice)
+
+    def failover_notice(self, failed, following, hint) -> None:
+        """A route failed: tell the user which provider and key (label only) failed, why,
+        and what is tried next."""
+        nxt = f"; trying {following.label()}" if following is not None else ""
+        event_append(session_id=self.session.pk, type="provider.failover", payload={
+            "turn_id": self.turn.pk, "failed": failed.label(), "reason": hint.reason.value,
+            "next": following.label() if following is not None else None,
+            "text": f"{failed.label()} failed ({hint.reason.value}){nxt}."})
 
     @cached_property
     def workspace(self) -> Path:
@@ -166,7 +230,8 @@ class TurnContext:
             profile=self.profile, calibrator=self.calibrator_restore(stable_len),
             cache=CacheSettings(ttl=settings.HERMES["CACHE_TTL"],
                                 prompt_ttl=settings.HERMES["CACHE_PROMPT_TTL"] or None),
-            max_tokens=min(settings.HERMES["MAX_OUTPUT_TOKENS"], self.profile.max_output_tokens),
+            max_tokens=min(settings.HERMES["MAX_OUTPUT_TOKENS"],
+                           model_output_cap(self.profile, session.model)),
             context_window=self.profile.context_window)
 
     def rebuild_after_compaction(self) -> None:
@@ -230,7 +295,10 @@ def turn_execute(*, session: Session, turn: Turn, owner: str) -> str:
             return "lease_lost"
         except TransportError as exc:
             return _finish(ctx, sink, Turn.Status.FAILED, "turn.failed",
-                           {"reason": _readable(exc)}, error=str(exc))
+                           {"reason": _readable(exc),
+                            "interrupted_tool": getattr(exc, "interrupted_call", None),
+                            "partial_kept": bool(getattr(exc, "partial", ""))},
+                           error=str(exc))
         except Exception as exc:  # a bug: record it for the user, keep the trace in the log
             log.exception("turn %s failed", turn.pk)
             return _finish(ctx, sink, Turn.Status.FAILED, "turn.failed",
@@ -267,6 +335,10 @@ def _reduce_by_hand(ctx: TurnContext, sink: DbSink) -> str:
                              projected=prepared.projected_tokens, forced=True)
     text = (f"/{ctx.turn.kind} done." if done is not None
             else f"/{ctx.turn.kind}: nothing to reduce.")
+    outcome = ctx.last_compaction or {}
+    if done is not None and outcome.get("kind") == "fallback":  # say what really happened
+        text = (f"/compact: the summariser failed ({outcome.get('error') or 'unavailable'}); "
+                "older messages were replaced by a deterministic note instead of a summary.")
     return _finish(ctx, sink, Turn.Status.COMPLETED, "turn.finished",
                    {"text": text, "status": "completed", "iterations": 0})
 
@@ -345,11 +417,15 @@ def _prepare(ctx: TurnContext, sink: DbSink, history: list[AgentMessage]):
     elif settings.HERMES["PRUNE_TRIGGER_TOKENS"] > 0:
         reduced = session_prune(ctx=ctx, history=prepared.history,
                                 projected=prepared.projected_tokens)
-    if (reduced is None and settings.HERMES["COMPACTION_ENABLED"]
+    if (reduced is None and settings.HERMES["COMPACTION_ENABLED"] and ctx.compactions == 0
             and ctx.pipeline.calibrator.should_compact(prepared.rough_tokens)):
+        # At most one automatic compaction per turn (B10); the breaker may still refuse.
         reduced = session_compact(ctx=ctx, sink=sink, history=prepared.history, forced=False,
                                   reason="threshold")
+        if reduced is None:
+            _notice_breaker(ctx)
     if reduced is not None:
+        ctx.compactions += 1
         prepared = ctx.pipeline.prepare(reduced)
     ctx.first_request = False
     for added in prepared.added:  # stored, so the next request is identical (history.py)
@@ -381,7 +457,10 @@ def _observe(ctx: TurnContext, request: ModelRequest, response: ModelResponse) -
     calibrator = ctx.pipeline.calibrator
     calibrator.after_response(billed)
     ctx.pipeline.note_billed(billed)
+    was_tripped = ctx.breaker.tripped
     ctx.breaker.on_response(billed, ctx.threshold)
+    if ctx.breaker.tripped and not was_tripped:  # tell the user the moment it trips (B10)
+        _notice_breaker(ctx)
     # One UPDATE for everything a response changes on the row (it runs every iteration).
     Session.objects.filter(pk=ctx.session.pk).update(
         usage_anchor=calibrator.to_dict(), **breaker_fields(ctx.session, ctx.breaker),
@@ -390,26 +469,55 @@ def _observe(ctx: TurnContext, request: ModelRequest, response: ModelResponse) -
 
 def _recover(ctx: TurnContext, sink: DbSink, history: list[AgentMessage],
              exc: TransportError):
-    """A provider overflow compacts and retries (backstop 2); a 400 about history shape is
-    repaired by a forced compaction (never the same payload again). Else None: fail."""
-    from agents.history import is_history_shape_error
-    from agents.tokens import is_context_overflow
-    from sessions.context import session_compact
+    """Read the classifier's hints (never the message; defect 4) and return the history to
+    retry with, or None to fail. The loop refuses to resend a request identical to the one
+    that failed, so every branch here must change the bytes or give up.
+
+    - Overflow whose body says the input alone fits: only lower max_tokens (B25).
+    - Other overflow: one forced compaction. While the breaker is tripped: a notice that it
+      tripped, then a forced prune of old tool output first (no model call); the forced
+      compaction only when the prune freed nothing, and never twice in a turn (B10).
+    - History shape (B01, B02, B17): reload the rows, validate them from scratch, and send
+      the earlier turns' tool exchanges as plain text (legal on every provider)."""
+    from sessions.context import session_compact, session_prune
 
     ctx.pipeline.calibrator.after_error()
-    classified = exc.classified
-    overflow = bool(getattr(classified, "compress", False)) or is_context_overflow(str(exc))
-    shape = bool(getattr(classified, "history_shape", False)) or is_history_shape_error(str(exc))
-    if not (overflow or shape):
+    hint = exc.classified
+    if hint is None:
         return None
-    if overflow and ctx.pipeline.note_overflow(str(exc)):
-        # Output budget too big for what is left: resend sized by the provider's own count
-        # before paying for a compaction.
+    if hint.compress:
+        if ctx.pipeline.note_overflow(hint.input_tokens, hint.context_limit):
+            return history  # the next request asks for less output, sized by the provider
+        if ctx.breaker.tripped:
+            _notice_breaker(ctx)
+            prepared = ctx.pipeline.prepare(history)
+            pruned = session_prune(ctx=ctx, history=prepared.history,
+                                   projected=prepared.projected_tokens, forced=True)
+            if pruned is not None or ctx.compactions:
+                return pruned
         compacted = session_compact(ctx=ctx, sink=sink, history=history, forced=True,
                                     reason="overflow")
-        return compacted if compacted is not None else history
-    return session_compact(ctx=ctx, sink=sink, history=history, forced=True,
-                           reason="overflow" if overflow else "history_shape")
+        if compacted is not None:
+            ctx.compactions += 1
+        return compacted
+    if hint.history_shape:
+        ctx.bound = None
+        ctx.pipeline.repair_strictly()
+        event_append(session_id=ctx.session.pk, type="history.repaired", payload={
+            "turn_id": ctx.turn.pk, "reason": hint.message[:300]})
+        return history_load(session=ctx.session)
+    return None
+
+
+def _notice_breaker(ctx: TurnContext) -> None:
+    """Tell the user, once per turn, that automatic compaction is paused (B10)."""
+    if ctx.breaker_noticed or not ctx.breaker.tripped:
+        return
+    ctx.breaker_noticed = True
+    event_append(session_id=ctx.session.pk, type="compaction.breaker_tripped", payload={
+        "turn_id": ctx.turn.pk,
+        "text": "Automatic compaction is paused: the last compactions did not shrink the "
+                "context enough. Use /compact or /prune, or start a new session."})
 
 
 def _await_approval(ctx: TurnContext, sink: DbSink, exc: ApprovalRequired) -> str:
@@ -444,7 +552,19 @@ def _finish(ctx: TurnContext, sink: DbSink, status: str, event: str, payload: di
 
 
 def _readable(exc: TransportError) -> str:
-    """A provider failure as one sentence a person can act on (no stack trace)."""
+    """A provider failure as sentences a person can act on (no stack trace): what failed,
+    which tool call was cut off (never run; B21), whether the text shown was kept (B22),
+    and what to do about quota (B23)."""
+    from agents.transports.errors import QUOTA_ADVICE
+
     classified = exc.classified
     reason = getattr(getattr(classified, "reason", None), "value", None) or "provider_error"
-    return f"The model provider failed ({reason}): {str(exc)[:300]}"
+    text = f"The model provider failed ({reason}): {str(exc)[:300]}"
+    interrupted = getattr(exc, "interrupted_call", None)
+    if interrupted:
+        text += f" The reply was cut off while writing a call to {interrupted}; it was not run."
+    if getattr(exc, "partial", ""):
+        text += " The text shown so far was kept, marked incomplete."
+    if getattr(classified, "quota", False):
+        text += " " + QUOTA_ADVICE
+    return text

@@ -26,6 +26,21 @@ STOP_CHECK_SECONDS = 0.25
 """How often the stop flag is read from the database while streaming."""
 
 
+def estimated_usage(request: ModelRequest, response: ModelResponse,
+                    prompt_estimate: int | None) -> Usage:
+    """Usage for a call whose provider sent none (an OpenAI-compatible stream without
+    ``include_usage``; B28): the pipeline's estimate of the request as uncached input and
+    the reply's estimated tokens as output. The record is flagged ``estimated``."""
+    from agents.tokens import estimate_message_tokens, estimate_text_tokens
+
+    prompt = prompt_estimate if prompt_estimate is not None else (
+        estimate_text_tokens(request.system)
+        + sum(estimate_message_tokens(m) for m in request.messages))
+    return Usage(input_tokens=prompt,
+                 output_tokens=max(1, estimate_message_tokens(response.message) - 10),
+                 raw={"estimated": True})
+
+
 class DbSink:
     """EventSink for one turn of one session, writing under ``owner``'s lease.
 
@@ -96,12 +111,18 @@ class DbSink:
         """One UsageRecord per provider call (four disjoint buckets + raw) and a usage event."""
         self.flush()
         self.usage_total["calls"] += 1
-        if usage is None:
-            return
+        estimated = usage is None
+        if usage is None:  # never let spend silently drop a call (B28): estimate, flagged
+            usage = estimated_usage(request, response, self.estimate)
+        provider = response.provider or self.session.provider
+        served = f"{provider}/{response.model or request.model}" + (
+            f" (key {response.credential})" if response.credential else "")
+        if served not in self.usage_total.setdefault("served_by", []):
+            self.usage_total["served_by"].append(served)
         UsageRecord.objects.create(
             session=self.session, turn=self.turn, user_id=self.session.owner_id,
-            team_id=self.session.team_id, provider=self.session.provider,
-            model=response.model or request.model, purpose=purpose,
+            team_id=self.session.team_id, provider=provider, credential=response.credential,
+            model=response.model or request.model, purpose=purpose, estimated=estimated,
             input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
             cache_read_tokens=usage.cache_read_tokens,
             cache_write_5m_tokens=usage.cache_write_5m_tokens,
@@ -118,6 +139,8 @@ class DbSink:
             "turn_id": self.turn.pk, "input_tokens": usage.input_tokens,
             "output_tokens": usage.output_tokens, "cache_read_tokens": usage.cache_read_tokens,
             "cache_write_tokens": usage.cache_write_tokens, "prompt_tokens": usage.prompt_tokens,
+            "estimated": estimated, "provider": provider, "credential": response.credential,
+            "served_by": served,
         })
 
     def should_stop(self) -> bool:

@@ -15,7 +15,7 @@ from typing import Any
 from agents.simulator.cache import CacheOutcome
 from agents.simulator.faults import Fault, anthropic_error_body, http_fault
 from agents.simulator.prefix import anthropic_blocks
-from agents.simulator.script import ScriptRequest
+from agents.simulator.script import Reply, ScriptRequest
 from agents.simulator.state import RecordedRequest, SimulatorState
 from agents.simulator.validation import RequestRejected, check_context_anthropic, \
     validate_anthropic
@@ -44,13 +44,25 @@ def handle_messages(state: SimulatorState, io: WireIO, body: Any) -> None:
     request_id = f"req_sim_{number:06d}"
     now = state.clock.now()
     headers = {"request-id": request_id}
+    request_headers = getattr(io, "headers", None)
+    api_key = None
+    if request_headers is not None:  # the SDK sends x-api-key or a bearer Authorization
+        bearer = (request_headers.get("authorization") or "").removeprefix("Bearer ").strip()
+        api_key = request_headers.get("x-api-key") or bearer or None
+    if state.config.gateway_tool_ttl and isinstance(body, dict) and body.get("tools"):
+        # A gateway in front of the API adds its own marker on the tools (defect 8).
+        marker = {"type": "ephemeral"}
+        if state.config.gateway_tool_ttl == "1h":
+            marker["ttl"] = "1h"
+        body = {**body, "tools": [*body["tools"][:-1],
+                                  {**body["tools"][-1], "cache_control": marker}]}
 
     def reject(status: int, error_body: dict[str, Any], extra: dict[str, str],
                fault: Fault | None = None) -> None:
         state.record(RecordedRequest(endpoint="anthropic", body=body if isinstance(body, dict)
                                      else {}, status=status, usage=None, clock=now,
                                      fault=fault.kind if fault else None,
-                                     error=error_body["error"]["message"]))
+                                     error=error_body["error"]["message"], api_key=api_key))
         io.send_json(status, error_body, {**headers, **extra})
 
     try:
@@ -61,9 +73,17 @@ def handle_messages(state: SimulatorState, io: WireIO, body: Any) -> None:
         return
     model = str(body["model"])
     window = state.config.window_for(model)
+    cap = state.config.output_caps.get(model)
+    if cap is not None and int(body["max_tokens"]) > cap:
+        reject(400, anthropic_error_body(
+            "invalid_request_error", f"max_tokens: {body['max_tokens']} > {cap}, which is the "
+            f"maximum allowed number of output tokens for {model}", request_id), {})
+        return
     stream = bool(body.get("stream"))
-    fault = state.faults.take("anthropic")
-    if fault is not None and not (stream and fault.kind in ("stream_cut", "stream_error")):
+    fault = state.faults.take("anthropic", api_key=api_key, model=model)
+    if fault is not None and fault.kind in ("refusal", "no_usage"):
+        pass  # carried out in the reply below
+    elif fault is not None and not (stream and fault.kind in ("stream_cut", "stream_error")):
         if fault.kind == "stream_cut":
             state.record(RecordedRequest(endpoint="anthropic", body=body, status=0, usage=None,
                                          clock=now, fault=fault.kind, error="connection cut"))
@@ -88,12 +108,15 @@ def handle_messages(state: SimulatorState, io: WireIO, body: Any) -> None:
         return
     if fault is not None and fault.kind == "stream_cut" and not reply.tool_calls:
         reply = CUT_REPLY
+    if fault is not None and fault.kind == "refusal":  # B27: no content, stop "refusal"
+        reply = Reply(text="", stop_reason="refusal")
     prepared = prepare_reply(reply, max_tokens=int(body["max_tokens"]),
                              id_prefix=f"toolu_sim_{number:04d}")
     outcome = state.cache.process(blocks, namespace=model)
     usage = outcome.anthropic_usage(prepared.output_tokens)
     state.record(RecordedRequest(endpoint="anthropic", body=body, status=200, usage=usage,
-                                 clock=now, fault=fault.kind if fault else None))
+                                 clock=now, fault=fault.kind if fault else None,
+                                 api_key=api_key))
     message_id = f"msg_sim_{number:06d}"
     if not stream:
         io.send_json(200, _message(message_id, model, prepared, usage), headers)

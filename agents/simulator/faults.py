@@ -16,7 +16,15 @@ from typing import Any, Literal
 
 Endpoint = Literal["anthropic", "openai"]
 FAULT_KINDS = ("rate_limit", "overloaded", "server_error", "auth", "prompt_too_long",
-               "stream_cut", "stream_error")
+               "stream_cut", "stream_error", "bad_request", "quota", "refusal", "no_usage")
+"""``bad_request``: an HTTP error (``status``, default 400) with ``message`` as the body's
+message (history-shape, content-policy, unknown-model bodies...). ``quota``: billing /
+quota exhaustion (Anthropic 400 credit balance; OpenAI 429 insufficient_quota).
+``refusal``: HTTP 200 whose reply is a refusal (Anthropic ``stop_reason: "refusal"`` with no
+content; OpenAI ``message.refusal``), billed as usual (case B27). ``no_usage``: an OpenAI
+stream that ends without its usage chunk even when ``include_usage`` was asked (B28)."""
+STREAM_KINDS = ("stream_cut", "stream_error", "refusal", "no_usage")
+"""Faults carried out by the API modules while answering (not as an HTTP error)."""
 
 # kind -> (anthropic status, anthropic type, openai status, openai type, openai code, message)
 _HTTP_FAULTS: dict[str, tuple[int, str, int, str, str | None, str]] = {
@@ -45,6 +53,9 @@ class Fault:
       error event.
     - ``prompt_tokens``: for "prompt_too_long", the token count to report (default: the
       context window plus 5,310).
+    - ``status``: for "bad_request", the HTTP status (default 400).
+    - ``api_key`` / ``model``: fire only on requests made with this key / for this model
+      (credential rotation and model fallback tests).
     """
 
     kind: str
@@ -56,6 +67,9 @@ class Fault:
     code: str | None = None
     after_events: int = 2
     prompt_tokens: int | None = None
+    status: int | None = None
+    api_key: str | None = None
+    model: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in FAULT_KINDS:
@@ -93,10 +107,12 @@ class FaultQueue:
         with self._lock:
             self._items.append(fault)
 
-    def take(self, endpoint: Endpoint) -> Fault | None:
+    def take(self, endpoint: Endpoint, *, api_key: str | None = None,
+             model: str | None = None) -> Fault | None:
         with self._lock:
             for fault in self._items:
-                if fault.endpoint in (None, endpoint):
+                if (fault.endpoint in (None, endpoint)
+                        and fault.api_key in (None, api_key) and fault.model in (None, model)):
                     self._items.remove(fault)
                     return fault
         return None
@@ -137,6 +153,25 @@ def http_fault(fault: Fault, endpoint: Endpoint, request_id: str,
             f"resulted in {tokens} tokens. Please reduce the length of the messages.")
         return 400, {}, openai_error_body(message, "invalid_request_error", "messages",
                                           fault.code or "context_length_exceeded")
+    if fault.kind == "bad_request":
+        status = fault.status or 400
+        message = fault.message or "Bad request (simulated)"
+        if endpoint == "anthropic":
+            return status, fault.headers(), anthropic_error_body(
+                fault.error_type or "invalid_request_error", message, request_id)
+        return status, fault.headers(), openai_error_body(
+            message, fault.error_type or "invalid_request_error", None, fault.code)
+    if fault.kind == "quota":
+        if endpoint == "anthropic":
+            return 400, {}, anthropic_error_body(
+                "invalid_request_error", fault.message or (
+                    "Your credit balance is too low to access the Anthropic API. Please go to "
+                    "Plans & Billing to upgrade or purchase credits."), request_id)
+        return 429, fault.headers(), openai_error_body(
+            fault.message or "You exceeded your current quota, please check your plan and "
+                             "billing details.", "insufficient_quota", None, "insufficient_quota")
+    if fault.kind in ("refusal", "no_usage"):
+        return None
     kind = "overloaded" if fault.kind == "stream_error" else fault.kind
     if kind not in _HTTP_FAULTS:
         return None

@@ -14,7 +14,7 @@ from typing import Any
 
 from agents.simulator.faults import Fault, http_fault, openai_error_body
 from agents.simulator.prefix import openai_blocks
-from agents.simulator.script import ScriptRequest
+from agents.simulator.script import Reply, ScriptRequest
 from agents.simulator.state import RecordedRequest, SimulatorState
 from agents.simulator.validation import RequestRejected, check_context_openai, validate_openai
 from agents.simulator.wire import CUT_REPLY, PreparedReply, WireIO, prepare_reply
@@ -33,17 +33,20 @@ def handle_chat(state: SimulatorState, io: WireIO, body: Any) -> None:
     number = state.next_number()
     now = state.clock.now()
     headers = {"x-request-id": f"req_sim_{number:06d}"}
+    request_headers = getattr(io, "headers", None)
+    authorization = request_headers.get("authorization") if request_headers is not None else None
+    api_key = authorization.removeprefix("Bearer ").strip() if authorization else None
 
     def reject(status: int, error_body: dict[str, Any], extra: dict[str, str],
                fault: Fault | None = None) -> None:
         state.record(RecordedRequest(endpoint="openai", body=body if isinstance(body, dict)
                                      else {}, status=status, usage=None, clock=now,
                                      fault=fault.kind if fault else None,
-                                     error=error_body["error"]["message"]))
+                                     error=error_body["error"]["message"], api_key=api_key))
         io.send_json(status, error_body, {**headers, **extra})
 
     try:
-        validate_openai(body)
+        validate_openai(body, strict_roles=state.config.strict_roles)
     except RequestRejected as error:
         reject(error.status, openai_error_body(error.message, error.error_type, error.param,
                                                error.code), {})
@@ -51,8 +54,10 @@ def handle_chat(state: SimulatorState, io: WireIO, body: Any) -> None:
     model = str(body["model"])
     window = state.config.window_for(model)
     stream = bool(body.get("stream"))
-    fault = state.faults.take("openai")
-    if fault is not None and not (stream and fault.kind in ("stream_cut", "stream_error")):
+    fault = state.faults.take("openai", api_key=api_key, model=model)
+    if fault is not None and fault.kind in ("refusal", "no_usage"):
+        pass  # carried out in the reply below
+    elif fault is not None and not (stream and fault.kind in ("stream_cut", "stream_error")):
         if fault.kind == "stream_cut":
             state.record(RecordedRequest(endpoint="openai", body=body, status=0, usage=None,
                                          clock=now, fault=fault.kind, error="connection cut"))
@@ -77,6 +82,8 @@ def handle_chat(state: SimulatorState, io: WireIO, body: Any) -> None:
         return
     if fault is not None and fault.kind == "stream_cut" and not reply.tool_calls:
         reply = CUT_REPLY
+    if fault is not None and fault.kind == "refusal":  # B27, O-shape: message.refusal
+        reply = Reply(text=fault.message or "Cannot help (test)", stop_reason="refusal")
     limit = body.get("max_completion_tokens", body.get("max_tokens"))
     prepared = prepare_reply(reply, max_tokens=int(limit) if limit is not None else None,
                              id_prefix=f"call_sim_{number:04d}")
@@ -87,7 +94,8 @@ def handle_chat(state: SimulatorState, io: WireIO, body: Any) -> None:
              "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
              "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0}}
     state.record(RecordedRequest(endpoint="openai", body=body, status=200, usage=usage,
-                                 clock=now, fault=fault.kind if fault else None))
+                                 clock=now, fault=fault.kind if fault else None,
+                                 api_key=api_key))
     base = {"id": f"chatcmpl-sim-{number:06d}", "created": int(now), "model": model,
             "system_fingerprint": "fp_simulator"}
     if not stream:
@@ -98,6 +106,8 @@ def handle_chat(state: SimulatorState, io: WireIO, body: Any) -> None:
                            "usage": usage}, headers)
         return
     include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+    if fault is not None and fault.kind == "no_usage":
+        include_usage = False
     _stream(io, headers, base, prepared, usage if include_usage else None, fault)
 
 
@@ -126,11 +136,12 @@ def _stream(io: WireIO, headers: dict[str, str], base: dict[str, Any], prepared:
     io.start_stream(headers)
     io.write(chunk({"role": "assistant", "content": "", "refusal": None}))
     erroring = fault is not None and fault.kind == "stream_error"
+    field = "refusal" if prepared.stop == "refusal" else "content"
     for n, piece in enumerate(prepared.pieces):
         if erroring and fault is not None and n == fault.after_events:
             break
         prepared.pause()
-        io.write(chunk({"content": piece}))
+        io.write(chunk({field: piece}))
     if erroring and fault is not None:
         io.write(_data(openai_error_body(fault.message or "The server had an error while "
                                          "processing your request. Sorry about that!",

@@ -153,7 +153,10 @@ class _Handler(BaseHTTPRequestHandler):
             elif path == "/_sim/config":
                 state.configure(context_window=body.get("context_window"),
                                 context_windows=body.get("context_windows"),
-                                min_cacheable_tokens=body.get("min_cacheable_tokens"))
+                                min_cacheable_tokens=body.get("min_cacheable_tokens"),
+                                strict_roles=body.get("strict_roles"),
+                                gateway_tool_ttl=body.get("gateway_tool_ttl"),
+                                output_caps=body.get("output_caps"))
                 self.send_json(200, state.config.to_dict())
             else:
                 self._not_found()

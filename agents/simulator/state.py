@@ -25,11 +25,20 @@ class SimConfig:
     ``context_window``: tokens, for models not in ``context_windows``.
     ``context_windows``: per-model windows, tokens. ``min_cacheable_tokens``: shortest
     prefix a breakpoint caches (Anthropic: 1,024 for most models).
+    ``strict_roles``: the OpenAI endpoint rejects two consecutive messages of the same role
+    (user/user, assistant/assistant), as vLLM's and Mistral's strict chat templates do.
+    ``gateway_tool_ttl``: act as a gateway that adds its own cache marker with this TTL
+    ("5m" or "1h") on the last tool before the request reaches the API (issue 10 defect 8).
+    ``output_caps``: per-model output caps (tokens); a larger max_tokens gets the Messages
+    API's 400 (issue 10 defect 7).
     """
 
     context_window: int = DEFAULT_CONTEXT_WINDOW
     context_windows: dict[str, int] = field(default_factory=dict)
     min_cacheable_tokens: int = DEFAULT_MIN_CACHEABLE_TOKENS
+    strict_roles: bool = True
+    gateway_tool_ttl: str | None = None
+    output_caps: dict[str, int] = field(default_factory=dict)
 
     def window_for(self, model: str) -> int:
         return self.context_windows.get(model, self.context_window)
@@ -37,7 +46,9 @@ class SimConfig:
     def to_dict(self) -> dict[str, Any]:
         return {"context_window": self.context_window,
                 "context_windows": dict(self.context_windows),
-                "min_cacheable_tokens": self.min_cacheable_tokens}
+                "min_cacheable_tokens": self.min_cacheable_tokens,
+                "strict_roles": self.strict_roles, "gateway_tool_ttl": self.gateway_tool_ttl,
+                "output_caps": dict(self.output_caps)}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,11 +64,12 @@ class RecordedRequest:
     clock: float
     fault: str | None = None
     error: str | None = None
+    api_key: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"endpoint": self.endpoint, "body": self.body, "status": self.status,
                 "usage": self.usage, "clock": self.clock, "fault": self.fault,
-                "error": self.error}
+                "error": self.error, "api_key": self.api_key}
 
 
 class SimulatorState:
@@ -95,9 +107,18 @@ class SimulatorState:
 
     def configure(self, *, context_window: int | None = None,
                   context_windows: dict[str, int] | None = None,
-                  min_cacheable_tokens: int | None = None) -> None:
-        """Change the tunables; omitted ones keep their value."""
+                  min_cacheable_tokens: int | None = None, strict_roles: bool | None = None,
+                  gateway_tool_ttl: str | None = None,
+                  output_caps: dict[str, int] | None = None) -> None:
+        """Change the tunables; omitted ones keep their value (``gateway_tool_ttl`` "" turns
+        the gateway mode off)."""
         with self.lock:
+            if strict_roles is not None:
+                self.config.strict_roles = bool(strict_roles)
+            if gateway_tool_ttl is not None:
+                self.config.gateway_tool_ttl = gateway_tool_ttl or None
+            if output_caps is not None:
+                self.config.output_caps.update({k: int(v) for k, v in output_caps.items()})
             if context_window is not None:
                 self.config.context_window = int(context_window)
             if context_windows is not None:

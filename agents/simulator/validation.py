@@ -193,9 +193,11 @@ def check_context_anthropic(prompt_tokens: int, max_tokens: int, window: int) ->
             f"> {window}, decrease input length or max_tokens and try again")
 
 
-def validate_openai(body: Any) -> None:
+def validate_openai(body: Any, *, strict_roles: bool = False) -> None:
     """Validate a chat-completions body. Raises RequestRejected with the OpenAI message,
-    ``param`` and ``code`` for the first problem found."""
+    ``param`` and ``code`` for the first problem found. ``strict_roles``: also reject two
+    consecutive user or assistant messages, with the message vLLM's strict chat templates
+    raise (Mistral's and Llama-2-style templates enforce alternation; issue 10 defect 6)."""
     if not isinstance(body, dict):
         raise RequestRejected("We could not parse the JSON body of your request.")
     if "model" not in body:
@@ -232,6 +234,10 @@ def validate_openai(body: Any) -> None:
             pending = [c for c in pending if c != call_id]
             continue
         _raise_unanswered(pending, pending_at)
+        if strict_roles and role in ("user", "assistant") and i > 0 \
+                and isinstance(messages[i - 1], dict) and messages[i - 1].get("role") == role:
+            raise RequestRejected("Conversation roles must alternate user/assistant/user/"
+                                  "assistant/...", param=f"messages.[{i}].role")
         offered = set()
         if role == "assistant":
             calls = message.get("tool_calls") or []

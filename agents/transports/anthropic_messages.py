@@ -23,8 +23,10 @@ from agents.errors import TransportError, TurnCancelled
 from agents.messages import Breakpoint, Message, ModelRequest, ModelResponse, ToolCall
 from agents.providers import ProviderProfile
 from agents.transports import breakpoints as bp
-from agents.transports.errors import ClassifiedError, FailoverReason, StreamIncomplete
-from agents.transports.retry import RetryPolicy, TextTap, call_with_retries
+from agents.transports.errors import (PROVIDER_ERRORS, ClassifiedError, FailoverReason,
+                                      StreamIncomplete)
+from agents.transports.retry import (RetryPolicy, TextTap, call_with_retries,
+                                     name_interrupted_call)
 from agents.transports.usage import merge_anthropic_stream_usage, usage_from_anthropic
 
 EMPTY_TEXT = "(empty)"
@@ -149,14 +151,21 @@ class AnthropicTransport:
     ``api_key``: the key value (None for keyless endpoints such as the simulator).
     ``model``: default when a request names none (else the profile's). ``timeout``: seconds
     per request. ``retry`` / ``sleep``: the retry policy and its clock (tests pass tiny
-    delays and a recording sleep).
+    delays and a recording sleep). ``breakpoint_store``: where learned breakpoint limits
+    live (the database in the app); ``breakpoint_limit``: the per-endpoint setting for a
+    known proxy (HERMES_BREAKPOINT_LIMITS).
     """
 
     def __init__(self, profile: ProviderProfile, *, api_key: str | None,
                  model: str | None = None, timeout: float = 600.0,
                  retry: RetryPolicy | None = None,
-                 sleep: Callable[[float], None] | None = None) -> None:
+                 sleep: Callable[[float], None] | None = None,
+                 breakpoint_store: bp.LimitStore | None = None,
+                 breakpoint_limit: int | None = None) -> None:
         self.profile = profile
+        self.limits = breakpoint_store or bp.PROCESS_LIMITS
+        self.configured_limit = breakpoint_limit
+        self._clamp_ttl = False
         self.model = model or profile.default_model
         self.retry = retry or RetryPolicy()
         self._sleep = sleep
@@ -171,8 +180,10 @@ class AnthropicTransport:
         there are some), system blocks, messages, stream; markers rendered for the
         breakpoints this route may carry (agents/transports/breakpoints.py)."""
         points = bp.select_breakpoints(
-            request.breakpoints, limit=bp.limit_for(self.profile),
-            n_messages=len(request.messages), allow_1h=self.profile.supports_1h_ttl)
+            request.breakpoints,
+            limit=bp.limit_for(self.profile, self.limits, self.configured_limit),
+            n_messages=len(request.messages),
+            allow_1h=self.profile.supports_1h_ttl and not self._clamp_ttl)
         marks = {p.index: p for p in points if p.target == "message"}
         payload: dict[str, Any] = {"model": request.model or self.model,
                                    "max_tokens": request.max_tokens}
@@ -190,7 +201,9 @@ class AnthropicTransport:
                  should_stop: Callable[[], bool] = lambda: False) -> ModelResponse:
         """Stream one reply (see agents.Transport.complete). A "maximum of N blocks with
         cache_control" 400 is retried once with fewer breakpoints, and the lower limit is
-        remembered for this base_url (issue 3 item 3). Raises TransportError or
+        remembered for this base_url (issue 3 item 3); a TTL-order 400 (a gateway's own 5m
+        marker ahead of our 1h one) is retried once with every TTL clamped to 5m, and this
+        transport keeps clamping (issue 10 defect 8). Raises TransportError or
         TurnCancelled (``.partial`` = text delivered so far)."""
         if should_stop():
             raise _cancelled("")
@@ -201,7 +214,7 @@ class AnthropicTransport:
             if not self._learn_from(error, payload):
                 raise
             fewer = self.build_payload(request)
-            if count_markers(fewer) >= count_markers(payload):
+            if fewer == payload:  # nothing changed: never resend the same bytes
                 raise
         try:
             return self._send(fewer, on_text, should_stop)
@@ -216,8 +229,12 @@ class AnthropicTransport:
         if not isinstance(classified, ClassifiedError) \
                 or classified.reason is not FailoverReason.CACHE_BREAKPOINT_LIMIT:
             return False
+        if classified.ttl_conflict:
+            self._clamp_ttl = True
+            return True
         bp.remember_limit(self.profile.base_url,
-                          bp.lower_limit(count_markers(payload), classified.message))
+                          bp.lower_limit(count_markers(payload), classified.breakpoint_limit,
+                                         classified.breakpoints_found), self.limits)
         return True
 
     def _send(self, payload: dict[str, Any], on_text: Callable[[str], None],
@@ -251,41 +268,61 @@ def read_stream(events: Any, tap: TextTap, should_stop: Callable[[], bool]) -> M
     start_usage: dict[str, Any] = {}
     delta_usage: dict[str, Any] = {}
     stop_reason, model, finished = "end_turn", "", False
-    for event in events:
-        kind = event.type
-        if kind == "message_start":
-            model = event.message.model
-            start_usage = event.message.usage.model_dump(exclude_none=True)
-        elif kind == "content_block_start":
-            block = event.content_block
-            if block.type == "text":
-                blocks[event.index] = {"type": "text", "text": [block.text]}
-                if block.text:
-                    tap(block.text)
-            elif block.type == "tool_use":
-                blocks[event.index] = {"type": "tool_use", "id": block.id, "name": block.name,
-                                       "input": block.input, "json": [], "done": False}
-        elif kind == "content_block_delta":
-            delta, block = event.delta, blocks.get(event.index)
-            if delta.type == "text_delta" and block is not None:
-                block["text"].append(delta.text)
-                tap(delta.text)
-            elif delta.type == "input_json_delta" and block is not None:
-                block["json"].append(delta.partial_json)
-            elif delta.type == "thinking_delta":
-                reasoning.append(delta.thinking)
-        elif kind == "content_block_stop" and event.index in blocks:
-            blocks[event.index]["done"] = True
-        elif kind == "message_delta":
-            stop_reason = event.delta.stop_reason or stop_reason
-            if event.usage is not None:
-                delta_usage = event.usage.model_dump(exclude_none=True)
-        elif kind == "message_stop":
-            finished = True
-        if should_stop():
-            raise _cancelled(tap.text)
-    if not finished:
-        raise StreamIncomplete("the stream closed before message_stop")
+    try:
+        for event in events:
+            kind = event.type
+            _fold(event, kind, blocks, reasoning, tap)
+            if kind == "message_start":
+                model = event.message.model
+                start_usage = event.message.usage.model_dump(exclude_none=True)
+            elif kind == "message_delta":
+                stop_reason = event.delta.stop_reason or stop_reason
+                if event.usage is not None:
+                    delta_usage = event.usage.model_dump(exclude_none=True)
+            elif kind == "message_stop":
+                finished = True
+            if should_stop():
+                raise _cancelled(tap.text)
+        if not finished:
+            raise StreamIncomplete("the stream closed before message_stop")
+    except TurnCancelled:
+        raise
+    except PROVIDER_ERRORS as exc:  # a cut or an error event: name the call being written
+        name_interrupted_call(exc, next(
+            (b["name"] for b in blocks.values() if b["type"] == "tool_use" and not b["done"]),
+            None))
+        raise
+    return _response(blocks, reasoning, start_usage, delta_usage, stop_reason, model)
+
+
+def _fold(event: Any, kind: str, blocks: dict[int, dict[str, Any]], reasoning: list[str],
+          tap: TextTap) -> None:
+    """Fold one content event into ``blocks`` (text deltas go to ``tap``)."""
+    if kind == "content_block_start":
+        block = event.content_block
+        if block.type == "text":
+            blocks[event.index] = {"type": "text", "text": [block.text]}
+            if block.text:
+                tap(block.text)
+        elif block.type == "tool_use":
+            blocks[event.index] = {"type": "tool_use", "id": block.id, "name": block.name,
+                                   "input": block.input, "json": [], "done": False}
+    elif kind == "content_block_delta":
+        delta, block = event.delta, blocks.get(event.index)
+        if delta.type == "text_delta" and block is not None:
+            block["text"].append(delta.text)
+            tap(delta.text)
+        elif delta.type == "input_json_delta" and block is not None:
+            block["json"].append(delta.partial_json)
+        elif delta.type == "thinking_delta":
+            reasoning.append(delta.thinking)
+    elif kind == "content_block_stop" and event.index in blocks:
+        blocks[event.index]["done"] = True
+
+
+def _response(blocks: dict[int, dict[str, Any]], reasoning: list[str],
+              start_usage: dict[str, Any], delta_usage: dict[str, Any], stop_reason: str,
+              model: str) -> ModelResponse:
     ordered = [blocks[i] for i in sorted(blocks)]
     text = "".join("".join(b["text"]) for b in ordered if b["type"] == "text")
     calls = tuple(

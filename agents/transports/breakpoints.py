@@ -8,59 +8,89 @@ transport retries once with fewer and remembers the lower limit for that endpoin
 item 3; case B07). This module owns that memory (process-wide, thread-safe) and the rule for
 which breakpoints go first: the earliest message breakpoints, then the stable-tier one, then
 the system one, because the newest messages are where each turn's cache write pays off.
+A gateway that adds a 5m marker on the tools while our system marker is 1h gets a "ttl='1h'
+... must not come after a ttl='5m'" 400; the transport then clamps every TTL to 5m
+(``select_breakpoints(allow_1h=False)``) and resends once.
 
 Not here: planning (agents/cache.py) and rendering markers into a wire body (transports).
 """
 
 from __future__ import annotations
 
-import re
 import threading
 from dataclasses import replace
+from typing import Protocol
 
 from agents.messages import Breakpoint
 from agents.providers import ProviderProfile
 
-_limits: dict[str, int] = {}
-_limits_lock = threading.Lock()
+class LimitStore(Protocol):
+    """Where learned breakpoint limits live. The default keeps them in this process; the
+    Django side passes a database-backed one (sessions/provider_state.py) so every worker
+    and every new process shares what one 400 taught (issue 10 defect 8)."""
 
-_FOUND = re.compile(r"maximum of (\d+) blocks with cache_control.*?found (\d+)",
-                    re.IGNORECASE | re.DOTALL)
+    def get(self, base_url: str) -> int | None:
+        """The learned limit for ``base_url``, None when nothing was learned."""
+        ...
+
+    def lower(self, base_url: str, limit: int) -> int:
+        """Record ``limit`` (a limit only ever goes down); return the limit now in force."""
+        ...
 
 
-def learned_limit(base_url: str) -> int | None:
+class MemoryLimitStore:
+    """A process-local LimitStore (thread-safe); used where no database is wired in."""
+
+    def __init__(self) -> None:
+        self._limits: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def get(self, base_url: str) -> int | None:
+        with self._lock:
+            return self._limits.get(base_url)
+
+    def lower(self, base_url: str, limit: int) -> int:
+        with self._lock:
+            current = max(0, min(limit, self._limits.get(base_url, limit)))
+            self._limits[base_url] = current
+            return current
+
+
+PROCESS_LIMITS = MemoryLimitStore()
+"""The fallback store for transports built without one (tests, the CLI's pure paths)."""
+
+
+def learned_limit(base_url: str, store: LimitStore = PROCESS_LIMITS) -> int | None:
     """The breakpoint limit learned for ``base_url``, None when nothing was learned."""
-    with _limits_lock:
-        return _limits.get(base_url)
+    return store.get(base_url)
 
 
-def remember_limit(base_url: str, limit: int) -> int:
+def remember_limit(base_url: str, limit: int, store: LimitStore = PROCESS_LIMITS) -> int:
     """Record that ``base_url`` accepts at most ``limit`` breakpoints from us; a limit only
     ever goes down. Returns the limit now in force."""
-    with _limits_lock:
-        current = min(limit, _limits.get(base_url, limit))
-        _limits[base_url] = max(0, current)
-        return _limits[base_url]
+    return store.lower(base_url, limit)
 
 
-def limit_for(profile: ProviderProfile) -> int:
+def limit_for(profile: ProviderProfile, store: LimitStore = PROCESS_LIMITS,
+              configured: int | None = None) -> int:
     """Breakpoints the client may spend on ``profile``'s endpoint: 0 without caching, else
-    the profile's budget lowered by anything learned for its base_url."""
+    the profile's budget lowered by the per-endpoint setting (``configured``, from
+    HERMES_BREAKPOINT_LIMITS, for a known proxy that adds its own markers) and by anything
+    learned for its base_url."""
     if not profile.supports_caching:
         return 0
-    learned = learned_limit(profile.base_url)
-    return profile.max_breakpoints if learned is None else min(learned, profile.max_breakpoints)
+    limits = [profile.max_breakpoints, store.get(profile.base_url), configured]
+    return min(x for x in limits if x is not None)
 
 
-def lower_limit(sent: int, message: str) -> int:
-    """The limit to try after the provider rejected ``sent`` markers with ``message``.
+def lower_limit(sent: int, maximum: int | None, found: int | None) -> int:
+    """The limit to try after the provider rejected ``sent`` markers, from the classifier's
+    hints (``maximum`` = M and ``found`` = F of "A maximum of M blocks ... Found F").
 
-    "A maximum of M blocks ... Found F" means someone else added F - sent markers, so we may
-    spend M - (F - sent); without numbers, one fewer than sent. Always below ``sent``.
+    F - sent markers were added by someone else, so we may spend M - (F - sent); without
+    numbers, one fewer than sent. Always below ``sent``.
     """
-    match = _FOUND.search(message)
-    if match:
-        maximum, found = int(match.group(1)), int(match.group(2))
+    if maximum is not None and found is not None:
         return max(0, min(sent - 1, maximum - (found - sent)))
     return max(0, sent - 1)
 

@@ -20,8 +20,10 @@ import httpx
 from agents.errors import TurnCancelled
 from agents.messages import Message, ModelRequest, ModelResponse, ToolCall
 from agents.providers import ProviderProfile
-from agents.transports.errors import ProviderHTTPError, StreamErrorEvent, StreamIncomplete
-from agents.transports.retry import RetryPolicy, TextTap, call_with_retries
+from agents.transports.errors import (PROVIDER_ERRORS, ProviderHTTPError, StreamErrorEvent,
+                                      StreamIncomplete)
+from agents.transports.retry import (RetryPolicy, TextTap, call_with_retries,
+                                     name_interrupted_call)
 from agents.transports.usage import usage_from_openai
 
 EMPTY_TEXT = "(empty)"
@@ -59,6 +61,28 @@ def render_message(message: Message) -> dict[str, Any]:
     return {"role": "user", "content": text or EMPTY_TEXT}
 
 
+def merge_same_role(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Join consecutive user messages, and consecutive assistant messages without tool calls
+    (their text separated by a blank line), for servers whose chat template demands
+    alternation (issue 10 defect 6: after a failed turn or a repaired orphan two user
+    messages follow each other). Tool messages are never merged and an assistant message
+    that carries tool calls is never merged INTO, so every call keeps its results right
+    after it, results first. Deterministic: same input, same bytes."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        last = out[-1] if out else None
+        if (last is not None and message["role"] == last["role"] in ("user", "assistant")
+                and not last.get("tool_calls") and isinstance(last.get("content"), str)):
+            joined = "\n\n".join(part for part in (last["content"], message.get("content") or "")
+                                  if part and part != EMPTY_TEXT)
+            if not joined:
+                joined = None if message.get("tool_calls") else EMPTY_TEXT
+            out[-1] = {**message, "content": joined}
+        else:
+            out.append(message)
+    return out
+
+
 class OpenAIChatTransport:
     """OpenAI-compatible chat completions with SSE streaming (agents.Transport).
 
@@ -86,7 +110,8 @@ class OpenAIChatTransport:
         cap under the profile's field name, tools (only when there are some), stream and
         stream_options. Breakpoints are ignored on this route."""
         messages = [{"role": "system", "content": request.system}] if request.system else []
-        messages += [render_message(m) for m in request.messages]
+        rendered = [render_message(m) for m in request.messages]
+        messages += merge_same_role(rendered) if self.profile.strict_alternation else rendered
         payload: dict[str, Any] = {"model": request.model or self.model, "messages": messages,
                                    self.profile.max_tokens_field: request.max_tokens}
         if request.tools:
@@ -157,6 +182,17 @@ def read_stream(chunks: Iterator[str], tap: TextTap,
     reasoning: list[str] = []
     refusal: list[str] = []
     calls: dict[int, dict[str, Any]] = {}
+    try:
+        return _fold_chunks(chunks, tap, should_stop, text, reasoning, refusal, calls)
+    except PROVIDER_ERRORS as exc:  # a cut or an error event: name the call being written
+        name_interrupted_call(exc, next((s["name"] for _, s in sorted(calls.items())
+                                         if s["name"]), None))
+        raise
+
+
+def _fold_chunks(chunks: Iterator[str], tap: TextTap, should_stop: Callable[[], bool],
+                 text: list[str], reasoning: list[str], refusal: list[str],
+                 calls: dict[int, dict[str, Any]]) -> ModelResponse:
     usage: dict[str, Any] | None = None
     finish, model, done = "", "", False
     for data in chunks:

@@ -65,13 +65,25 @@ class TextTap:
         return "".join(self.parts)
 
 
+def name_interrupted_call(exc: BaseException, name: str | None) -> None:
+    """Record on ``exc`` the tool whose call was being streamed when the stream failed
+    (case B21); read back by ``call_with_retries``."""
+    if name:
+        try:
+            exc.interrupted_call = name  # type: ignore[attr-defined]
+        except AttributeError:  # an exception class with slots: the name is only lost
+            pass
+
+
 def transport_error(classified: ClassifiedError, *, partial: str = "",
-                    attempts: int = 1) -> TransportError:
+                    attempts: int = 1, interrupted_call: str | None = None) -> TransportError:
     """Build the TransportError for ``classified``; ``.partial`` holds the visible text
-    already delivered ("" when none) and ``.attempts`` the number of attempts made."""
+    already delivered ("" when none), ``.attempts`` the number of attempts made and
+    ``.interrupted_call`` the tool whose call the stream was cut in (never run; B21)."""
     error = TransportError(f"{classified.reason.value}: {classified.message}", classified)
     error.partial = partial  # type: ignore[attr-defined]
     error.attempts = attempts  # type: ignore[attr-defined]
+    error.interrupted_call = interrupted_call  # type: ignore[attr-defined]
     return error
 
 
@@ -95,6 +107,8 @@ def call_with_retries(attempt: Callable[[TextTap], T], *, on_text: Callable[[str
             last = (number == policy.max_attempts or not classified.retryable or bool(tap.parts)
                     or (hint is not None and hint > policy.max_retry_after))
             if last:
-                raise transport_error(classified, partial=tap.text, attempts=number) from exc
+                raise transport_error(
+                    classified, partial=tap.text, attempts=number,
+                    interrupted_call=getattr(exc, "interrupted_call", None)) from exc
             sleep(policy.delay(number, hint))
     raise AssertionError("unreachable: the last attempt returns or raises")

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agents.cache import (
-    REGISTRY, CacheHealth, CacheSettings, StablePrefixRegistry, breakpoint_limit_from_error,
+    REGISTRY, CacheHealth, CacheSettings, StablePrefixRegistry,
     cacheable_indexes, message_split, plan_breakpoints, register_stable_prefix,
     tool_run_ends,
     ttl_order_holds, with_max_breakpoints,
@@ -185,11 +185,8 @@ def test_fewer_breakpoints_keep_the_rolling_pair_first():
     assert [(b.target, b.index) for b in bps] == [("system", -1), ("message", 2), ("message", 3)]
 
 
-def test_provider_limit_error_parsed_and_caps_lowered():
-    bedrock = ('BedrockException - {"message":"The model returned the following errors: A '
-               'maximum of 4 blocks with cache_control may be provided. Found 5."}')
-    assert breakpoint_limit_from_error(bedrock) == 4
-    assert breakpoint_limit_from_error("overloaded") is None
+def test_caps_lowered_to_a_learned_limit():
+    # Parsing the provider's limit is the classifier's job (error_cases.json, bedrock row).
     lowered = with_max_breakpoints(PROFILES["anthropic"], 2)
     request = ModelRequest(model="m", system="s", messages=tuple(user(t) for t in "abcd"))
     assert len(plan_breakpoints(request, profile_caps=lowered).breakpoints) == 2

@@ -4,8 +4,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agents.history import (
-    CONTINUES, EMPTY, INTERRUPTED, NOT_EXECUTED, is_history_shape_error,
-    is_replay_invalid_error, validate_and_repair,
+    CONTINUES, EMPTY, INTERRUPTED, NOT_EXECUTED, validate_and_repair,
 )
 from agents.messages import Message, ToolCall
 
@@ -132,13 +131,15 @@ def test_b15_clock_stepped_load_is_repaired_by_moving_results() -> None:
 
 
 def test_b17_empty_content_is_never_sent() -> None:
-    """B17: empty user/assistant/tool content becomes a visible stand-in; an assistant that
-    carries tool calls may stay empty."""
+    """B17: empty user/tool content becomes a visible stand-in; an empty assistant reply is
+    dropped (never replayed as invented text); an assistant that carries tool calls may stay
+    empty."""
     history = [user(""), assistant("   "), user("hi"), assistant("", call("c1")),
                Message(role="tool", content="", tool_call_id="c1")]
     repair = validate_and_repair(history)
     texts = [m.wire_text for m in repair.messages]
-    assert texts == [EMPTY, EMPTY, "hi", "", EMPTY]
+    assert texts == [EMPTY, "hi", "", EMPTY]
+    assert "empty assistant message dropped" in repair.problems
     assert is_legal(repair.messages)
 
 
@@ -208,7 +209,7 @@ message_st = st.one_of(
 def test_repair_is_legal_deterministic_and_idempotent(messages: list[Message],
                                                       started: set[str]) -> None:
     repair = validate_and_repair(messages, started_call_ids=started)
-    if messages:
+    if any(m.role != "assistant" or m.tool_calls or m.wire_text.strip() for m in messages):
         assert is_legal(repair.messages)
     again = validate_and_repair(repair.messages)
     assert again.messages == repair.messages
@@ -225,26 +226,6 @@ def test_storing_added_rows_at_the_end_reproduces_the_same_request(
     first = validate_and_repair(messages)
     second = validate_and_repair([*messages, *first.added])
     assert second.messages == first.messages and second.added == ()
-
-
-def test_history_shape_errors_are_recognised() -> None:
-    shape = [
-        "messages.1: `tool_use` ids were found without `tool_result` blocks immediately after",
-        "messages.2.content.0: unexpected `tool_use_id` found in `tool_result` blocks: toolu_T9",
-        "Messages with role 'tool' must be a response to a preceding message with 'tool_calls'",
-        "An assistant message with 'tool_calls' must be followed by tool messages responding to "
-        "each 'tool_call_id'. The following tool_call_ids did not have response messages: c_a",
-        "messages.0: all messages must have non-empty content except for the optional final "
-        "assistant message",
-        "Found AIMessages with tool_calls that do not have a corresponding ToolMessage",
-    ]
-    assert all(is_history_shape_error(s) for s in shape)
-    assert not is_history_shape_error("prompt is too long: 205310 tokens > 200000 maximum")
-    assert not is_history_shape_error("overloaded_error")
-    assert is_replay_invalid_error("messages.1.content.0: Invalid `signature` in `thinking` block")
-    assert is_replay_invalid_error("`thinking` or `redacted_thinking` blocks in the latest "
-                                   "assistant message cannot be modified")
-    assert not is_replay_invalid_error(shape[0])
 
 
 def test_repeated_call_ids_are_made_unique_and_claim_results_in_order() -> None:

@@ -79,5 +79,5 @@ def test_output_budget_fits_the_window():
     assert p.output_budget(1_000) == p.max_tokens
     assert p.output_budget(199_000) == 200_000 - 199_000 - 256
     assert p.output_budget(199_900) == 256
-    p.note_overflow("input length and max_tokens exceed context limit: 197000 + 4096 > 200000")
+    assert p.note_overflow(197000, 200000)  # the classifier's hints, not the message
     assert p.prepare([Message(role="user", content="hi")]).request.max_tokens == 200_000 - 197_000 - 256

@@ -9,7 +9,7 @@ from agents.errors import TransportError
 from agents.messages import Message, ToolCall, ToolSpec
 from agents.tokens import (
     IMAGE_TOKENS, Calibrator, UsageAnchor, estimate_message_tokens, estimate_payload_tokens,
-    estimate_text_tokens, is_context_overflow, prefix_fingerprint,
+    estimate_text_tokens, prefix_fingerprint,
 )
 
 # Reference counts per script: (text, tokens a BPE tokenizer bills for it). The figures are
@@ -25,24 +25,6 @@ def test_b13_ascii_and_fullwidth_estimates() -> None:
     """B13: estimate("ABC123") == 2 and estimate("ＡＢＣ１２３") == 2."""
     assert estimate_text_tokens("ABC123") == 2
     assert estimate_text_tokens("ＡＢＣ１２３") == 2
-
-
-def test_b13_chinese_transcript_is_not_a_quarter_of_its_bill() -> None:
-    """B13: a 40,000-char Chinese transcript bills ~25k; chars/4 said 10k, 1/char said 40k."""
-    text = ("数据库迁移需要仔细规划" * 4000)[:40_000]
-    estimate = estimate_text_tokens(text)
-    assert 25_000 * 0.8 <= estimate <= 25_000 * 1.2 * 1.2  # deliberate over-count, bounded
-    assert estimate > 10_000 * 2
-
-
-def test_b13_scripts_within_twenty_percent_of_reference() -> None:
-    """B13 fixtures: zh, ja, ko, emoji each within ±20% of a per-script reference cost."""
-    syllables = len(KO.replace(" ", ""))
-    reference = {ZH: 0.625 * len(ZH), JA: 0.75 * len(JA),
-                 KO: 0.85 * syllables + 0.25 * (len(KO) - syllables), EMOJI: 1.0 * len(EMOJI)}
-    for text, expected in reference.items():
-        ratio = estimate_text_tokens(text) / expected
-        assert 0.8 <= ratio <= 1.2, (text[:10], ratio)
 
 
 def test_other_scripts_sit_between_ascii_and_cjk() -> None:
@@ -193,23 +175,3 @@ def test_fingerprint_ignores_reasoning_but_not_sidecar() -> None:
                                                       sent_content="b")])
 
 
-def test_b25_overflow_predicate() -> None:
-    bodies = [
-        "400 prompt is too long: 201234 tokens > 200000 maximum",
-        "input length and max_tokens exceed context limit: 190000 + 16000 > 200000",
-        "This model's maximum context length is 128000 tokens. However, your messages resulted",
-        '{"code":"context_length_exceeded"}',
-        "1210 tokens in request more than max tokens allowed",
-        "Request requires approximately 278000 tokens, but the largest known context limit "
-        "in this combo is 272000 tokens.",
-        "413 Request Entity Too Large",
-    ]
-    assert all(is_context_overflow(b) for b in bodies)
-    assert not is_context_overflow("529 overloaded")
-    assert not is_context_overflow("messages.1: `tool_use` ids were found without")
-
-    class Hint:
-        kind = "context_overflow"
-
-    assert is_context_overflow(TransportError("opaque", classified=Hint()))
-    assert not is_context_overflow(TransportError("rate limited", classified=object()))

@@ -188,7 +188,8 @@ def test_breaker_trips_on_an_incompressible_session_and_recovers_after_probation
     assert tripped_at >= 2
 
     # Blocked: the first blocked evaluation arms the deadline on the (stepped) clock.
-    assert chat(user, session, small_read(turns)).status == "completed"
+    blocked = chat(user, session, small_read(turns))
+    assert blocked.status == "completed", blocked.error
     session.refresh_from_db()
     assert session.compaction_recovery_deadline == clock.now + RECOVERY_SECONDS
     assert session.compaction_ineffective_count >= 2
