@@ -32,14 +32,15 @@ from agents.providers import ProviderProfile, resolve_profile
 from agents.request import RequestPipeline
 from agents.tokens import Calibrator
 from agents.tools.dispatch import dispatch_tool_calls
+from agents.tools.ledger import split_by_ledger
 from agents.tools.spill import apply_spill
 from agents.transports import get_transport
 from sessions import toolbox
 from sessions.events import event_append
-from sessions.leases import lease_renew, lease_validate
+from sessions.leases import lease_held_by_other, lease_renew, lease_validate
 from sessions.models import Session, Turn
 from sessions.services import workspace_path
-from sessions.sink import DbSink
+from sessions.sink import DbSink, ledger_for, started_call_ids
 from sessions.transcript import history_load, message_to_agent
 
 log = logging.getLogger("hermes.runner")
@@ -254,10 +255,12 @@ def _reduce_by_hand(ctx: TurnContext, sink: DbSink) -> str:
     breaker still records the outcome)."""
     from sessions.context import session_compact, session_prune
 
-    Turn.objects.filter(pk=ctx.turn.pk).update(status=Turn.Status.RUNNING,
-                                               started_at=timezone.now())
-    event_append(session_id=ctx.session.pk, type="turn.started",
-                 payload={"turn_id": ctx.turn.pk, "command": ctx.turn.kind})
+    with transaction.atomic():
+        lease_validate(session=ctx.session, owner=ctx.owner)
+        Turn.objects.filter(pk=ctx.turn.pk).update(status=Turn.Status.RUNNING,
+                                                   started_at=timezone.now())
+        event_append(session_id=ctx.session.pk, type="turn.started",
+                     payload={"turn_id": ctx.turn.pk, "command": ctx.turn.kind})
     history = history_load(session=ctx.session)
     if ctx.turn.kind == "compact":
         done = session_compact(ctx=ctx, sink=sink, history=history, forced=True, reason="manual")
@@ -280,9 +283,14 @@ def _begin(ctx: TurnContext, sink: DbSink) -> list[AgentMessage]:
     ctx.idle_seconds = (timezone.now() - last.created_at).total_seconds() if last else 0.0
     with transaction.atomic():
         lease_validate(session=ctx.session, owner=ctx.owner)
-        resumed = turn.status == Turn.Status.AWAITING_APPROVAL
-        Turn.objects.filter(pk=turn.pk).update(status=Turn.Status.RUNNING,
-                                               started_at=turn.started_at or timezone.now())
+        # A turn awaiting approval, or one a dead worker left running (redelivered task or
+        # recovery job), resumes: its user message is already stored.
+        resumed = (turn.status == Turn.Status.AWAITING_APPROVAL
+                   or (turn.status == Turn.Status.RUNNING and turn.user_message_id is not None))
+        if not Turn.objects.filter(pk=turn.pk, status__in=[
+                Turn.Status.QUEUED, Turn.Status.RUNNING, Turn.Status.AWAITING_APPROVAL]).update(
+                status=Turn.Status.RUNNING, started_at=turn.started_at or timezone.now()):
+            raise TurnCancelled("stopped before it started")  # Stop won the race
         turn.status = Turn.Status.RUNNING
         event_append(session_id=ctx.session.pk, type="turn.started",
                      payload={"turn_id": turn.pk, "resumed": resumed})
@@ -291,6 +299,8 @@ def _begin(ctx: TurnContext, sink: DbSink) -> list[AgentMessage]:
             stored = sink.message_added(user_message)
             Turn.objects.filter(pk=turn.pk).update(user_message_id=stored.id)
     ctx.loaded = _history_for(ctx)
+    # Calls that began and have no stored result are "interrupted", never "not executed".
+    ctx.pipeline.started_call_ids = started_call_ids(session=ctx.session, ledgered=True)
     return ctx.loaded
 
 
@@ -359,15 +369,30 @@ def _prepare(ctx: TurnContext, sink: DbSink, history: list[AgentMessage]):
 
 
 def _execute(ctx: TurnContext, sink: DbSink, calls: list[ToolCall]):
+    """Answer from the tool-result ledger what already ran (a redelivered task, a replayed
+    call id), report a call that started with no recorded output as of unknown outcome,
+    dispatch the rest; each call is announced when it starts and ledgered when it ends."""
     from approvals.services import gate_state
 
-    state = gate_state(session=ctx.session, turn=ctx.turn)
+    split = split_by_ledger(calls, ledger=ledger_for(session=ctx.session, calls=calls),
+                            started=started_call_ids(session=ctx.session))
     tool_ctx = toolbox.tool_context(ctx, should_stop=sink.should_stop)
-    outcome = dispatch_tool_calls(
-        calls, registry=toolbox.registry_for(ctx.session), ctx=tool_ctx,
-        gate=toolbox.policy_gate(ctx, state), should_stop=sink.should_stop)
-    results = apply_spill(list(outcome.results), tool_ctx)
-    return results, list(outcome.pending)
+    order = {id(call): index for index, call in enumerate(calls)}
+    ranked = [(index, result) for index, result in split.answered.items()]
+    pending: list = []
+    fresh = [calls[i] for i in split.to_run]
+    if fresh:
+        state = gate_state(session=ctx.session, turn=ctx.turn)
+        outcome = dispatch_tool_calls(
+            fresh, registry=toolbox.registry_for(ctx.session), ctx=tool_ctx,
+            gate=toolbox.policy_gate(ctx, state), should_stop=sink.should_stop,
+            on_call=sink.tool_called,
+            on_result=lambda call, out: sink.tool_finished(call, out.text, out.is_error))
+        by_id = {c.id: order[id(c)] for c in reversed(fresh)}
+        ranked += [(by_id.get(r.tool_call_id, len(calls)), r) for r in outcome.results]
+        pending = list(outcome.pending)
+    results = apply_spill([r for _, r in sorted(ranked, key=lambda pair: pair[0])], tool_ctx)
+    return results, pending
 
 
 def _observe(ctx: TurnContext, request: ModelRequest, response: ModelResponse) -> None:
@@ -416,11 +441,18 @@ def _await_approval(ctx: TurnContext, sink: DbSink, exc: ApprovalRequired) -> st
     sink.flush()
     with transaction.atomic():
         lease_validate(session=ctx.session, owner=ctx.owner)
-        rows = approval_request_create(session=ctx.session, turn=ctx.turn,
-                                       pending=list(exc.pending), workspace=str(ctx.workspace))
-        Turn.objects.filter(pk=ctx.turn.pk).update(status=Turn.Status.AWAITING_APPROVAL)
-        event_append(session_id=ctx.session.pk, type="turn.awaiting_approval",
-                     payload={"turn_id": ctx.turn.pk, "approvals": [r.pk for r in rows]})
+        # Stop pressed while the calls were being gated: no request is created, the turn
+        # ends cancelled (the unanswered calls are repaired as never run).
+        stopped = Session.objects.filter(pk=ctx.session.pk, stop_requested=True).exists()
+        if not stopped:
+            rows = approval_request_create(session=ctx.session, turn=ctx.turn,
+                                           pending=list(exc.pending),
+                                           workspace=str(ctx.workspace))
+            Turn.objects.filter(pk=ctx.turn.pk).update(status=Turn.Status.AWAITING_APPROVAL)
+            event_append(session_id=ctx.session.pk, type="turn.awaiting_approval",
+                         payload={"turn_id": ctx.turn.pk, "approvals": [r.pk for r in rows]})
+    if stopped:
+        return _finish(ctx, sink, Turn.Status.CANCELLED, "turn.cancelled", {})
     return Turn.Status.AWAITING_APPROVAL
 
 
@@ -430,9 +462,15 @@ def _finish(ctx: TurnContext, sink: DbSink, status: str, event: str, payload: di
     failure is always reported) and announce it with the turn's usage totals."""
     try:
         sink.flush()
-    except Exception:
+    except Exception as exc:  # recorded on the turn below, not swallowed
         log.exception("flushing text of turn %s failed", ctx.turn.pk)
+        error = f"{error}\n(streamed text not flushed: {exc!r})".strip()
     with transaction.atomic():
+        if lease_held_by_other(session=ctx.session, owner=ctx.owner):
+            # Our lease expired and another worker resumed this turn: its outcome is theirs.
+            log.warning("turn %s is held by another worker; not marking it %s",
+                        ctx.turn.pk, status)
+            return "lease_lost"
         Turn.objects.filter(pk=ctx.turn.pk).update(status=status, error=error[:5000],
                                                    finished_at=timezone.now())
         Session.objects.filter(pk=ctx.session.pk).update(stop_requested=False)

@@ -162,12 +162,14 @@ def dispatch_tool_calls(
     gate: Callable[[ToolCall], Decision],
     on_call: Callable[[ToolCall], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    on_result: Callable[[ToolCall, ToolOutput], None] | None = None,
 ) -> DispatchOutcome:
     """Validate, gate and run ``calls``; see the module docstring and DispatchOutcome.
 
     ``gate`` is called once per valid call, in emission order, before anything runs.
     ``on_call`` and ``should_stop`` are called on this thread only (never from workers), in
-    emission order, just before a call's segment starts. Calls inside a concurrent run each
+    emission order, just before a call's segment starts; ``on_result(call, output)`` on this
+    thread as soon as a segment's calls have finished (the caller's tool-result ledger). Calls inside a concurrent run each
     get a copy of this thread's contextvars (identity crosses into workers).
     """
     prepared = [validate_call(call, registry) for call in calls]
@@ -210,6 +212,8 @@ def dispatch_tool_calls(
                 done = {i: f.result() for i, f in futures.items()}
             for index, output in done.items():
                 call = prepared[index].call
+                if on_result is not None:
+                    on_result(call, output)
                 outputs[call.id] = output
                 results[index] = tool_result(call, output.text, is_error=output.is_error)
     return DispatchOutcome(results=tuple(results[i] for i in sorted(results)),
