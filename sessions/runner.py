@@ -17,7 +17,7 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 
 from django.conf import settings
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, transaction
 from django.utils import timezone
 
 from agents.budget import IterationBudget
@@ -35,6 +35,7 @@ from agents.tools.dispatch import dispatch_tool_calls
 from agents.tools.ledger import split_by_ledger
 from agents.tools.spill import apply_spill
 from agents.transports import get_transport
+from agents.transports.retry import RetryPolicy
 from sessions import toolbox
 from sessions.events import event_append
 from sessions.leases import lease_held_by_other, lease_renew, lease_validate
@@ -72,8 +73,6 @@ def provider_transport(profile: ProviderProfile, model: str):
 
 @lru_cache(maxsize=16)
 def _transport(profile: ProviderProfile, model: str, api_key: str | None, base_delay: float):
-    from agents.transports.retry import RetryPolicy
-
     return get_transport(profile, api_key=api_key, model=model,
                          retry=RetryPolicy(base_delay=base_delay))
 
@@ -232,6 +231,8 @@ def turn_execute(*, session: Session, turn: Turn, owner: str) -> str:
         except TransportError as exc:
             return _finish(ctx, sink, Turn.Status.FAILED, "turn.failed",
                            {"reason": _readable(exc)}, error=str(exc))
+        except (OperationalError, InterfaceError):
+            raise  # the connection died, not a bug in the turn: the task resumes it on a fresh connection
         except Exception as exc:  # a bug: record it for the user, keep the trace in the log
             log.exception("turn %s failed", turn.pk)
             return _finish(ctx, sink, Turn.Status.FAILED, "turn.failed",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 
 from agents.messages import Message as AgentMessage
 from agents.messages import ModelRequest, ModelResponse, ToolCall, Usage
@@ -140,7 +140,13 @@ class DbSink:
         now = time.monotonic()
         if now - self._last_stop_check >= STOP_CHECK_SECONDS:
             self._last_stop_check = now
-            self._stop = Session.objects.filter(pk=self.session.pk, stop_requested=True).exists()
+            try:
+                self._stop = Session.objects.filter(pk=self.session.pk,
+                                                    stop_requested=True).exists()
+            except (OperationalError, InterfaceError):
+                # Polled from a running tool too: a dropped connection must not fail the
+                # command. Reconnect on the next poll; the turn's own next write notices.
+                connection.close()
         return self._stop
 
 

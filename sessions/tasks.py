@@ -17,13 +17,17 @@ import uuid
 
 from celery import shared_task
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
 from agents.errors import LeaseLost
 from sessions.events import event_append
 from sessions.leases import LeaseHeartbeat, lease_acquire, lease_release, lease_validate
 from sessions.models import RunEvent, Session, Turn
+# Imported here, not in the task: the runner pulls in the provider SDKs, which a prefork
+# worker should import once before forking, not once per child on its first turn (six
+# children importing the anthropic SDK at once took over 30 s on a loaded 2-core host).
+from sessions.runner import turn_execute
 
 log = logging.getLogger("hermes.tasks")
 
@@ -94,8 +98,6 @@ def turn_run_task(session_id: int) -> str:
     the turn done; a delivery after the holder died resumes the turn, and the tool-result
     ledger keeps a side effect from running twice. The lease is renewed by a heartbeat
     while the turn runs, so a long tool call never loses it."""
-    from sessions.runner import turn_execute
-
     session = Session.objects.filter(pk=session_id).first()
     if session is None:
         return "no_session"
@@ -104,6 +106,7 @@ def turn_run_task(session_id: int) -> str:
     if not lease_acquire(session=session, owner=owner, seconds=seconds):
         return "busy"  # the holder re-checks the queue after it releases
     ran = 0
+    db_lost = False
     try:
         with LeaseHeartbeat(session=session, owner=owner, seconds=seconds):
             while (turn := turn_next(session=session, owner=owner)) is not None:
@@ -114,8 +117,22 @@ def turn_run_task(session_id: int) -> str:
                     break
     except LeaseLost:
         log.warning("session %s: turn lease lost between turns", session_id)
+    except (OperationalError, InterfaceError):
+        # The connection died mid-turn (a database restart, a terminated backend). Every
+        # write that matters was one transaction, so nothing is half-written; the turn is
+        # resumed from what was committed, by a fresh delivery on a fresh connection.
+        log.exception("session %s: the database connection was lost mid-turn", session_id)
+        db_lost = True
+        connection.close()
     finally:
-        lease_release(session=session, owner=owner)
+        try:
+            lease_release(session=session, owner=owner)
+        except DatabaseError:  # still away: the lease expires on its own
+            log.warning("session %s: could not release the turn lease", session_id)
+            connection.close()
+    if db_lost:
+        turn_run_task.apply_async(args=[session_id], countdown=1)
+        return "db_lost"
     # Released first, then re-checked: an input queued while we held the lease is never
     # stranded (its own task found the lease busy and returned).
     if turn_runnable(session=session):
