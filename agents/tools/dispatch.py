@@ -11,6 +11,7 @@ results is agents/tools/spill.py's; storing messages is the caller's.
 from __future__ import annotations
 
 import contextvars
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -23,6 +24,8 @@ from agents.policy import Decision
 from agents.tools import PathScope, Tool, ToolContext, ToolOutput
 from agents.tools.registry import ToolRegistry, check_arguments
 from agents.tools.workspace import overlaps
+
+log = logging.getLogger("hermes.dispatch")
 
 MAX_WORKERS = 8
 """Threads for one concurrent run (hermes-facts §8, executor pool 8)."""
@@ -102,7 +105,9 @@ def call_facts(index: int, tool: Tool, args: dict[str, Any], ctx: ToolContext) -
     """Ask the tool for its scope; a tool that cannot tell (or raises) becomes a barrier."""
     try:
         scope: PathScope | None = tool.paths(args, ctx)
-    except Exception:
+    except Exception:  # a tool bug: run the call alone (safe), and say so in the log
+        log.warning("tool %s could not tell its paths; running it alone", tool.spec.name,
+                    exc_info=True)
         scope = None
     return CallFacts(index=index, barrier=bool(tool.interactive), read_only=bool(tool.read_only),
                      scope=None if scope is None else tuple(scope))
