@@ -232,7 +232,7 @@ def turn_execute(*, session: Session, turn: Turn, owner: str) -> str:
             return _finish(ctx, sink, Turn.Status.FAILED, "turn.failed",
                            {"reason": _readable(exc)}, error=str(exc))
         except (OperationalError, InterfaceError):
-            raise  # the connection died, not a bug in the turn: the task resumes it on a fresh connection
+            raise  # the connection died, not a bug in the turn: the task resumes the turn
         except Exception as exc:  # a bug: record it for the user, keep the trace in the log
             log.exception("turn %s failed", turn.pk)
             return _finish(ctx, sink, Turn.Status.FAILED, "turn.failed",
@@ -379,7 +379,7 @@ def _execute(ctx: TurnContext, sink: DbSink, calls: list[ToolCall]):
                             started=started_call_ids(session=ctx.session))
     tool_ctx = toolbox.tool_context(ctx, should_stop=sink.should_stop)
     order = {id(call): index for index, call in enumerate(calls)}
-    ranked = [(index, result) for index, result in split.answered.items()]
+    ranked = list(split.answered.items())
     pending: list = []
     fresh = [calls[i] for i in split.to_run]
     if fresh:
