@@ -214,6 +214,11 @@ def turn_execute(*, session: Session, turn: Turn, owner: str) -> str:
             if turn.kind in ("compact", "prune"):
                 return _reduce_by_hand(ctx, sink)
             history = _begin(ctx, sink)
+            answered = _answer_already_stored(ctx, history)
+            if answered is not None:  # the worker died after the reply, before the end
+                return _finish(ctx, sink, Turn.Status.COMPLETED, "turn.finished",
+                               {"text": answered.content[:2000], "status": "completed",
+                                "iterations": 0})
             harness = Harness(
                 transport=ctx.transport, prepare=lambda h: _prepare(ctx, sink, h),
                 execute=lambda calls: _execute(ctx, sink, calls),
@@ -303,6 +308,19 @@ def _begin(ctx: TurnContext, sink: DbSink) -> list[AgentMessage]:
     # Calls that began and have no stored result are "interrupted", never "not executed".
     ctx.pipeline.started_call_ids = started_call_ids(session=ctx.session, ledgered=True)
     return ctx.loaded
+
+
+def _answer_already_stored(ctx: TurnContext, history: list[AgentMessage]):
+    """A resumed turn whose final reply is already stored (an assistant message without
+    tool calls after this turn's user message): the reply, else None. Asking the model
+    again would redo the whole turn, side effects included (found by the soak)."""
+    user_id = Turn.objects.filter(pk=ctx.turn.pk).values_list("user_message_id",
+                                                              flat=True).first()
+    last = history[-1] if history else None
+    if (user_id is None or last is None or last.role != "assistant" or last.tool_calls
+            or last.id is None or last.id <= user_id):
+        return None
+    return last
 
 
 def _history_for(ctx: TurnContext) -> list[AgentMessage]:

@@ -93,9 +93,14 @@ class DbSink:
                      payload={"turn_id": self.turn.pk, "text": text})
 
     def tool_called(self, call: ToolCall) -> None:
+        """Announce that ``call`` starts now, under the lease: a worker whose lease expired
+        (and whose turn another worker resumed) cannot start a call the other will run too.
+        Raises LeaseLost."""
         self.flush()
-        event_append(session_id=self.session.pk, type="tool.called",
-                     payload={"turn_id": self.turn.pk, "tool_call": call.to_dict()})
+        with transaction.atomic():
+            lease_validate(session=self.session, owner=self.owner)
+            event_append(session_id=self.session.pk, type="tool.called",
+                         payload={"turn_id": self.turn.pk, "tool_call": call.to_dict()})
 
     def tool_finished(self, call: ToolCall, content: str, is_error: bool) -> None:
         """Ledger the output of a call that just finished, before it reaches the transcript

@@ -141,6 +141,7 @@ def _intruder_paths(session, turn):
         "await_approval": lambda: runner._await_approval(
             ctx, sink, ApprovalRequired([(call, None)])),
         "turn_next": lambda: turn_next(session=session, owner="intruder"),
+        "tool_called (a call may only start under the lease)": lambda: sink.tool_called(call),
     }
 
 
@@ -296,6 +297,33 @@ def test_b39_b06_a_result_ledgered_before_the_crash_is_used_not_rerun(
     assert _side_effects(session) == ["ran"]
     final = Message.objects.filter(session=session, role="assistant").last().content
     assert "output-42" in final
+
+
+def test_a_worker_killed_after_the_reply_but_before_the_end_is_not_redone(
+        alice, simulator, monkeypatch):
+    """Found by the soak: the resumed turn asked the model again and ran the command twice."""
+    from sessions import runner
+
+    simulator.state.script = side_effect_script("echo ran >> effects.txt")
+    session = session_create(user=alice)
+    turn = turn_start(session=session, user=alice, text="work please")
+    real_finish = runner._finish
+
+    def die(*args, **kwargs):
+        raise Killed()
+
+    monkeypatch.setattr(runner, "_finish", die)
+    with pytest.raises(Killed):
+        turn_run_task.apply(args=[session.pk], throw=True)
+    monkeypatch.setattr(runner, "_finish", real_finish)
+    requests = len(simulator.state.requests)
+    expire_lease(session)
+    run(session.pk)
+    turn.refresh_from_db()
+    assert turn.status == Turn.Status.COMPLETED, turn.error
+    assert len(simulator.state.requests) == requests  # the model was not asked again
+    assert _side_effects(session) == ["ran"]
+    assert Message.objects.filter(session=session, role="assistant").count() == 2
 
 
 def test_b02_b05_a_crash_while_storing_a_batch_keeps_all_of_its_results_or_none(
