@@ -382,6 +382,8 @@ def test_b06_a_repeated_call_id_with_the_same_arguments_is_not_renamed_and_run_a
     assert all(t.status == "completed" for t in Turn.objects.filter(session=session))
 
 
+@pytest.mark.services  # three threads writing at once: SQLite's in-memory test database
+# (shared cache) answers "table is locked"; PostgreSQL is where workers race for real
 def test_b39_a_tool_call_longer_than_the_lease_keeps_its_turn(alice, simulator):
     """The heartbeat renews the 2 s lease during a 5 s command: a second delivery of the task
     meanwhile finds it busy, and nothing fails the running turn."""
