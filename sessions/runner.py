@@ -410,6 +410,9 @@ def _execute(ctx: TurnContext, sink: DbSink, calls: list[ToolCall]):
         by_id = {c.id: order[id(c)] for c in reversed(fresh)}
         ranked += [(by_id.get(r.tool_call_id, len(calls)), r) for r in outcome.results]
         pending = list(outcome.pending)
+        sink.tool_meta.update({call_id: dict(output.metadata)
+                               for call_id, output in outcome.outputs.items()
+                               if output.metadata})
     results = apply_spill([r for _, r in sorted(ranked, key=lambda pair: pair[0])], tool_ctx)
     return results, pending
 

@@ -16,6 +16,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from accounts.models import Membership
+from approvals.services import approval_cancel_for_session
 from sessions.events import event_append
 from sessions.models import Message, Session, Turn
 
@@ -147,7 +148,6 @@ def turn_stop(*, session: Session) -> bool:
     approvals, in ONE transaction (issue 10 defect 2): the requests show as cancelled,
     expiry can no longer resume it, and queued messages behind it run next. Returns True if
     a turn was running, queued or waiting."""
-    from approvals.services import approval_cancel_for_session
     from sessions.tasks import turn_run_task
 
     with transaction.atomic():

@@ -46,6 +46,10 @@ class DbSink:
         self.usage_total = {"input_tokens": 0, "output_tokens": 0, "cache_read_tokens": 0,
                             "cache_write_tokens": 0, "calls": 0}
         self.estimate: int | None = None
+        self.tool_meta: dict[str, dict] = {}
+        """Display metadata of tool results not stored yet, by tool call id (the runner
+        fills it from the dispatch outcome; message_added stores it on the row)."""
+        self._calls: dict[str, dict] = {}
 
     # --- EventSink -----------------------------------------------------------------------
     def message_added(self, message: AgentMessage, *, kind: str = "") -> AgentMessage:
@@ -53,10 +57,7 @@ class DbSink:
         self.flush()
         with transaction.atomic():
             lease_validate(session=self.session, owner=self.owner)
-            row = _insert(session=self.session, message=message, kind=kind)
-            event_type = "tool.result" if row.role == "tool" else "message.added"
-            event_append(session_id=self.session.pk, type=event_type,
-                         payload={"turn_id": self.turn.pk, "message": message_to_display(row)})
+            row = self._store(message, kind)
         return message_to_agent(row)
 
     def messages_added(self, messages: list[AgentMessage]) -> list[AgentMessage]:
@@ -65,13 +66,20 @@ class DbSink:
         self.flush()
         with transaction.atomic():
             lease_validate(session=self.session, owner=self.owner)
-            rows = [_insert(session=self.session, message=m) for m in messages]
-            for row in rows:
-                event_type = "tool.result" if row.role == "tool" else "message.added"
-                event_append(session_id=self.session.pk, type=event_type,
-                             payload={"turn_id": self.turn.pk,
-                                      "message": message_to_display(row)})
+            rows = [self._store(m) for m in messages]
         return [message_to_agent(r) for r in rows]
+
+    def _store(self, message: AgentMessage, kind: str = ""):
+        """Insert one row and its event (inside the caller's lease-validated transaction)."""
+        meta = self.tool_meta.pop(message.tool_call_id, None) if message.tool_call_id else None
+        row = _insert(session=self.session, message=message, kind=kind, tool_meta=meta)
+        event_type = "tool.result" if row.role == "tool" else "message.added"
+        payload = {"turn_id": self.turn.pk, "message": message_to_display(row)}
+        call = self._calls.pop(row.tool_call_id, None) if row.role == "tool" else None
+        if call is not None:  # so the card's summary can say what the call did
+            payload["tool_call"] = call
+        event_append(session_id=self.session.pk, type=event_type, payload=payload)
+        return row
 
     def text_delta(self, text: str) -> None:
         if not text:
@@ -99,6 +107,7 @@ class DbSink:
         self.flush()
         with transaction.atomic():
             lease_validate(session=self.session, owner=self.owner)
+            self._calls[call.id] = call.to_dict()
             event_append(session_id=self.session.pk, type="tool.called",
                          payload={"turn_id": self.turn.pk, "tool_call": call.to_dict()})
 
