@@ -91,6 +91,7 @@ def expire_lease(session: Session) -> None:
 
 # --- defect 1: a worker never fails another worker's turn; every write checks the lease --
 
+@pytest.mark.services  # two threads writing at once: see the long-lease test below
 def test_a_worker_that_lost_its_lease_does_not_fail_the_new_holders_turn(alice, simulator):
     simulator.state.script = side_effect_script("sleep 2; echo slow-done")
     session = session_create(user=alice)
