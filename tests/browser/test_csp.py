@@ -90,7 +90,8 @@ def test_csp_header_and_no_violation_on_the_chat_page(server, browser):
         assert page.locator("#transcript img").count() == 0
         # The rewind confirmation (moved out of an inline onsubmit) still asks and works.
         page.click(".chat-actions button.link")
-        page.wait_for_selector(".flash >> text=Took back")
+        page.wait_for_function("() => [...document.querySelectorAll('.flash li')].some("
+                               "(li) => li.textContent.includes('Took back'))")
         assert violations(page, console) == []
         for path in ("/search/?q=picture", "/settings/", "/approvals/"):
             page.goto(f"{url}{path}")
