@@ -5,7 +5,7 @@ HOST    ?= 127.0.0.1
 PORT    ?= 8000
 PYTEST_ARGS ?=
 
-.PHONY: run up test test-fast test-embedded bench bench-cache bench-context install migrate demo-user clean
+.PHONY: run up test test-fast test-embedded bench bench-cache bench-context soak install migrate demo-user clean
 
 .venv/.installed: requirements.txt
 	python3 -m venv .venv
@@ -59,6 +59,11 @@ bench-cache: install
 
 bench-context: install
 	$(PY) benchmarks/bench_context.py
+
+## make soak: SOAK_TURNS (1000) turns over SOAK_SESSIONS (50) sessions through real workers
+## with faults (needs DATABASE_URL and REDIS_URL); figures in docs/reliability.md
+soak: install
+	$(PY) benchmarks/soak.py
 
 clean:
 	rm -rf var .pytest_cache .hypothesis

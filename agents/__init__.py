@@ -47,12 +47,17 @@ class EventSink(Protocol):
         ``kind`` marks it for display ("incomplete", "refusal"; see agents.loop)."""
         ...
 
+    def messages_added(self, messages: list[Message]) -> list[Message]:
+        """Persist a batch (one tool call batch's results) in ONE transaction under the turn
+        lease, so a crash cannot keep some of them (B02, B05); return them with ids."""
+        ...
+
     def text_delta(self, text: str) -> None:
         """A streamed fragment of assistant text (display only; batched by the sink)."""
         ...
 
     def tool_called(self, call: ToolCall) -> None:
-        """A tool call is about to run."""
+        """A tool call is about to run (announced only when it really starts)."""
         ...
 
     def usage_recorded(self, usage: Usage | None, request: ModelRequest,

@@ -10,11 +10,40 @@ import os
 
 from celery import Celery
 from celery.signals import worker_ready
+from django.conf import settings
+
+from agents.tools.terminal import MAX_TIMEOUT
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hermes_web.settings")
 
+LONGEST_TOOL_CALL_SECONDS = MAX_TIMEOUT
+"""The terminal's longest timeout (600 s): no single step of a turn lasts longer without
+a database write."""
+
+
+def visibility_timeout(*, lease_seconds: int, configured: int | None = None) -> int:
+    """Seconds the Redis broker waits before redelivering an unacknowledged task (case B39).
+
+    A turn task is idempotent (the lease makes a second delivery return "busy"; a delivery
+    after the holder died resumes the turn; the tool-result ledger stops a side effect from
+    repeating), so redelivery is safe; it must still not come back while the first delivery
+    is inside the longest tool call, or every long command would be announced twice. So:
+    at least the longest tool call plus one lease, default one hour (Celery's documented
+    default); HERMES_VISIBILITY_TIMEOUT lowers it for fault tests only."""
+    floor = LONGEST_TOOL_CALL_SECONDS + lease_seconds
+    if configured:
+        return configured
+    return max(3600, floor)
+
+
 app = Celery("hermes_web")
 app.config_from_object("django.conf:settings", namespace="CELERY")
+app.conf.broker_transport_options = {
+    **(app.conf.broker_transport_options or {}),
+    "visibility_timeout": visibility_timeout(
+        lease_seconds=settings.HERMES["LEASE_SECONDS"],
+        configured=settings.HERMES["VISIBILITY_TIMEOUT"] or None),
+}
 app.autodiscover_tasks()
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 
+import httpx
 from django.conf import settings
 
 log = logging.getLogger("hermes.embedded")
@@ -29,7 +30,7 @@ def start_if_configured() -> None:
     with _lock:
         if _started.is_set():
             return
-        if settings.HERMES["SIMULATOR_EMBEDDED"]:
+        if settings.HERMES["SIMULATOR_EMBEDDED"] and simulator_wanted():
             start_simulator()
         if settings.CELERY_BROKER_URL.startswith("memory://") and not settings.CELERY_TASK_ALWAYS_EAGER:
             start_worker()
@@ -37,14 +38,41 @@ def start_if_configured() -> None:
         _started.set()
 
 
+def simulator_wanted() -> bool:
+    """True when the configured provider is the simulator (issue 10 defect 10: a CLI
+    pointed at a real endpoint starts no simulator and takes no port)."""
+    return settings.HERMES["PROVIDER"].startswith("simulator")
+
+
+def simulator_serving(url: str, timeout: float = 1.0) -> bool:
+    """True when a provider simulator already answers at ``url`` (its /_sim/config)."""
+    try:
+        response = httpx.get(url.rstrip("/") + "/_sim/config", timeout=timeout)
+    except httpx.HTTPError:
+        return False
+    return response.status_code == 200 and "context_window" in response.text
+
+
 def start_simulator() -> str:
-    """Serve the provider simulator on HERMES["SIMULATOR_PORT"] (once per process); returns
-    its URL."""
+    """Make sure a provider simulator serves HERMES["SIMULATOR_URL"]; returns its URL.
+
+    Reuses one already serving there (`make run` beside a CLI turn, two CLI turns at once);
+    else binds HERMES["SIMULATOR_PORT"]; if that port is taken by something else, takes a
+    free port and points this process's HERMES["SIMULATOR_URL"] at it (issue 10 defect 10).
+    """
     from agents.simulator import SimulatorServer
 
     if "simulator" in _handles:
         return _handles["simulator"].url
-    server = SimulatorServer(host="127.0.0.1", port=settings.HERMES["SIMULATOR_PORT"]).start()
+    url = settings.HERMES["SIMULATOR_URL"]
+    if simulator_serving(url):
+        log.warning("provider simulator already serving at %s; reusing it", url)
+        return url
+    try:
+        server = SimulatorServer(host="127.0.0.1", port=settings.HERMES["SIMULATOR_PORT"]).start()
+    except OSError:  # the port is taken (and not by a simulator): any free port will do
+        server = SimulatorServer(host="127.0.0.1", port=0).start()
+        settings.HERMES["SIMULATOR_URL"] = server.url
     _handles["simulator"] = server
     log.warning("provider simulator serving at %s", server.url)
     return server.url

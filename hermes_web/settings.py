@@ -180,6 +180,9 @@ CELERY_BROKER_URL = REDIS_URL or "memory://localhost/"
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
+# A worker killed mid-turn (SIGKILL, OOM) gives its message back instead of acking it
+# (hermes_web/celery.py sizes the Redis visibility timeout; issue 10 item 9, case B39).
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ALWAYS_EAGER = env_bool("HERMES_CELERY_EAGER", False)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
@@ -328,8 +331,11 @@ HERMES = {
     "SANDBOX_UID": int(env_str("HERMES_SANDBOX_UID", "61000")),
     # Local backend: Landlock where the kernel has it (auto), demanded (landlock), or off.
     "LOCAL_CONFINEMENT": env_str("HERMES_LOCAL_CONFINEMENT", "auto"),
-    # Turn lease (seconds); renewed every iteration.
+    # Turn lease (seconds); renewed every iteration and by a heartbeat while a turn runs.
     "LEASE_SECONDS": int(env_str("HERMES_LEASE_SECONDS", "120")),
+    # Redis visibility timeout (s) for unacknowledged turn tasks; 0 = max(3600, longest
+    # tool call + one lease) (hermes_web/celery.py). Fault tests lower it.
+    "VISIBILITY_TIMEOUT": int(env_str("HERMES_VISIBILITY_TIMEOUT", "0")),
     # Context management (agents/compaction.py, agents/prune.py).
     "COMPACTION_ENABLED": env_bool("HERMES_COMPACTION", True),
     "PRUNE_TRIGGER_TOKENS": int(env_str("HERMES_PRUNE_TRIGGER", "0")),

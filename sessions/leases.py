@@ -13,9 +13,12 @@ Both are the same mechanism on two column pairs: one conditional UPDATE acquires
 
 from __future__ import annotations
 
+import logging
+import threading
 from dataclasses import dataclass
 from datetime import timedelta
 
+from django.db import DatabaseError, close_old_connections, connection
 from django.db.models import Q
 from django.utils import timezone
 
@@ -23,6 +26,7 @@ from agents.errors import LeaseLost
 from sessions.models import Session
 
 COMPACTION_LEASE_SECONDS = 300
+log = logging.getLogger("hermes.leases")
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +84,64 @@ def lease_validate(*, session: Session, owner: str) -> None:
     """Inside the caller's transaction: lock the root row and check the turn lease is ours
     and unexpired. Raises LeaseLost otherwise."""
     _validate(_root_id(session), _TURN, owner, session.pk)
+
+
+def lease_live(*, session: Session) -> bool:
+    """True while someone holds the turn lease and it has not expired."""
+    return Session.objects.filter(pk=_root_id(session), lease_expires_at__gte=timezone.now()
+                                  ).exclude(lease_owner="").exists()
+
+
+def lease_held_by_other(*, session: Session, owner: str) -> bool:
+    """True when a holder other than ``owner`` has a live turn lease (``owner`` must then
+    not decide the fate of the session's turns)."""
+    return Session.objects.filter(pk=_root_id(session), lease_expires_at__gte=timezone.now()
+                                  ).exclude(lease_owner__in=["", owner]).exists()
+
+
+class LeaseHeartbeat:
+    """Renews ``owner``'s turn lease every ``seconds / 3`` from a daemon thread while the
+    turn runs, so a tool call longer than the lease (a 600 s command against a 120 s lease)
+    keeps its turn (issue 10 defect 9, case B39). A dead worker stops renewing and the lease
+    expires after ``seconds``. Use as a context manager; ``lost`` is set when a renewal
+    found the lease gone (every later transcript write then raises LeaseLost anyway)."""
+
+    def __init__(self, *, session: Session, owner: str, seconds: int):
+        self.session, self.owner, self.seconds = session, owner, seconds
+        self.lost = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True,
+                                        name=f"hermes-lease-{session.pk}")
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.wait(max(0.2, self.seconds / 3)):
+                try:
+                    close_old_connections()
+                    lease_renew(session=self.session, owner=self.owner, seconds=self.seconds)
+                except LeaseLost:
+                    self.lost.set()
+                    return
+                except DatabaseError:  # the database is briefly away: try next tick
+                    log.warning("renewing the turn lease of session %s failed",
+                                self.session.pk, exc_info=True)
+        finally:
+            connection.close()
+
+    def __enter__(self) -> LeaseHeartbeat:
+        # An in-memory SQLite database (the embedded-mode test database, shared cache) has
+        # table locks that make a second writing thread fail other threads' writes with
+        # "table is locked"; there the lease is renewed per iteration only. File SQLite
+        # (WAL, `make run`) and PostgreSQL get the heartbeat.
+        in_memory = getattr(connection, "is_in_memory_db", None)
+        if not (connection.vendor == "sqlite" and in_memory is not None and in_memory()):
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
 
 
 def lease_release(*, session: Session, owner: str) -> None:

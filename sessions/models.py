@@ -249,3 +249,29 @@ class BreakpointLimit(models.Model):
 
     def __str__(self) -> str:
         return f"{self.base_url}: {self.limit}"
+class ToolResultLedger(models.Model):
+    """What a tool call returned, written on the worker the moment the call finished, before
+    the result reaches the transcript (issue 10 item 9; cases B02, B05, B06, B39).
+
+    A redelivered turn finds its unanswered calls here and takes the stored result instead
+    of running the tool again; a call announced (``tool.called``) with no row here and no
+    result is reported as interrupted with unknown outcome, never run again. Looked up by
+    (session, call id, tool name, arguments): a provider that reuses "call_0" for a
+    different call does not get another call's output.
+    """
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="+")
+    turn = models.ForeignKey(Turn, null=True, blank=True, on_delete=models.SET_NULL,
+                             related_name="+")
+    call_id = models.CharField(max_length=200)
+    tool_name = models.CharField(max_length=200)
+    arguments = models.TextField(blank=True, default="")
+    content = models.TextField(blank=True, default="")
+    is_error = models.BooleanField(default=False)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [models.Index(fields=["session", "call_id"])]
+
+    def __str__(self) -> str:
+        return f"ledger {self.session_id}:{self.call_id}"

@@ -17,7 +17,7 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 
 from django.conf import settings
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, transaction
 from django.utils import timezone
 
 from agents.budget import IterationBudget
@@ -32,14 +32,16 @@ from agents.providers import ProviderProfile, model_output_cap, resolve_profile
 from agents.request import RequestPipeline
 from agents.tokens import Calibrator
 from agents.tools.dispatch import dispatch_tool_calls
+from agents.tools.ledger import split_by_ledger
 from agents.tools.spill import apply_spill
 from agents.transports import get_transport
+from agents.transports.retry import RetryPolicy
 from sessions import toolbox
 from sessions.events import event_append
-from sessions.leases import lease_renew, lease_validate
+from sessions.leases import lease_held_by_other, lease_renew, lease_validate
 from sessions.models import Session, Turn
 from sessions.services import workspace_path
-from sessions.sink import DbSink
+from sessions.sink import DbSink, ledger_for, started_call_ids
 from sessions.transcript import history_load, message_to_agent
 
 log = logging.getLogger("hermes.runner")
@@ -109,7 +111,6 @@ def provider_transport(profile: ProviderProfile, model: str, api_key: str | None
 @lru_cache(maxsize=32)
 def _transport(profile: ProviderProfile, model: str, api_key: str | None, base_delay: float,
                max_retry_after: float, breakpoint_limit: int | None):
-    from agents.transports.retry import RetryPolicy
     from sessions.provider_state import BREAKPOINT_LIMITS
 
     options = {}
@@ -279,6 +280,11 @@ def turn_execute(*, session: Session, turn: Turn, owner: str) -> str:
             if turn.kind in ("compact", "prune"):
                 return _reduce_by_hand(ctx, sink)
             history = _begin(ctx, sink)
+            answered = _answer_already_stored(ctx, history)
+            if answered is not None:  # the worker died after the reply, before the end
+                return _finish(ctx, sink, Turn.Status.COMPLETED, "turn.finished",
+                               {"text": answered.content[:2000], "status": "completed",
+                                "iterations": 0})
             harness = Harness(
                 transport=ctx.transport, prepare=lambda h: _prepare(ctx, sink, h),
                 execute=lambda calls: _execute(ctx, sink, calls),
@@ -299,6 +305,8 @@ def turn_execute(*, session: Session, turn: Turn, owner: str) -> str:
                             "interrupted_tool": getattr(exc, "interrupted_call", None),
                             "partial_kept": bool(getattr(exc, "partial", ""))},
                            error=str(exc))
+        except (OperationalError, InterfaceError):
+            raise  # the connection died, not a bug in the turn: the task resumes the turn
         except Exception as exc:  # a bug: record it for the user, keep the trace in the log
             log.exception("turn %s failed", turn.pk)
             return _finish(ctx, sink, Turn.Status.FAILED, "turn.failed",
@@ -322,10 +330,12 @@ def _reduce_by_hand(ctx: TurnContext, sink: DbSink) -> str:
     breaker still records the outcome)."""
     from sessions.context import session_compact, session_prune
 
-    Turn.objects.filter(pk=ctx.turn.pk).update(status=Turn.Status.RUNNING,
-                                               started_at=timezone.now())
-    event_append(session_id=ctx.session.pk, type="turn.started",
-                 payload={"turn_id": ctx.turn.pk, "command": ctx.turn.kind})
+    with transaction.atomic():
+        lease_validate(session=ctx.session, owner=ctx.owner)
+        Turn.objects.filter(pk=ctx.turn.pk).update(status=Turn.Status.RUNNING,
+                                                   started_at=timezone.now())
+        event_append(session_id=ctx.session.pk, type="turn.started",
+                     payload={"turn_id": ctx.turn.pk, "command": ctx.turn.kind})
     history = history_load(session=ctx.session)
     if ctx.turn.kind == "compact":
         done = session_compact(ctx=ctx, sink=sink, history=history, forced=True, reason="manual")
@@ -352,9 +362,14 @@ def _begin(ctx: TurnContext, sink: DbSink) -> list[AgentMessage]:
     ctx.idle_seconds = (timezone.now() - last.created_at).total_seconds() if last else 0.0
     with transaction.atomic():
         lease_validate(session=ctx.session, owner=ctx.owner)
-        resumed = turn.status == Turn.Status.AWAITING_APPROVAL
-        Turn.objects.filter(pk=turn.pk).update(status=Turn.Status.RUNNING,
-                                               started_at=turn.started_at or timezone.now())
+        # A turn awaiting approval, or one a dead worker left running (redelivered task or
+        # recovery job), resumes: its user message is already stored.
+        resumed = (turn.status == Turn.Status.AWAITING_APPROVAL
+                   or (turn.status == Turn.Status.RUNNING and turn.user_message_id is not None))
+        if not Turn.objects.filter(pk=turn.pk, status__in=[
+                Turn.Status.QUEUED, Turn.Status.RUNNING, Turn.Status.AWAITING_APPROVAL]).update(
+                status=Turn.Status.RUNNING, started_at=turn.started_at or timezone.now()):
+            raise TurnCancelled("stopped before it started")  # Stop won the race
         turn.status = Turn.Status.RUNNING
         event_append(session_id=ctx.session.pk, type="turn.started",
                      payload={"turn_id": turn.pk, "resumed": resumed})
@@ -363,7 +378,22 @@ def _begin(ctx: TurnContext, sink: DbSink) -> list[AgentMessage]:
             stored = sink.message_added(user_message)
             Turn.objects.filter(pk=turn.pk).update(user_message_id=stored.id)
     ctx.loaded = _history_for(ctx)
+    # Calls that began and have no stored result are "interrupted", never "not executed".
+    ctx.pipeline.started_call_ids = started_call_ids(session=ctx.session, ledgered=True)
     return ctx.loaded
+
+
+def _answer_already_stored(ctx: TurnContext, history: list[AgentMessage]):
+    """A resumed turn whose final reply is already stored (an assistant message without
+    tool calls after this turn's user message): the reply, else None. Asking the model
+    again would redo the whole turn, side effects included (found by the soak)."""
+    user_id = Turn.objects.filter(pk=ctx.turn.pk).values_list("user_message_id",
+                                                              flat=True).first()
+    last = history[-1] if history else None
+    if (user_id is None or last is None or last.role != "assistant" or last.tool_calls
+            or last.id is None or last.id <= user_id):
+        return None
+    return last
 
 
 def _history_for(ctx: TurnContext) -> list[AgentMessage]:
@@ -435,17 +465,33 @@ def _prepare(ctx: TurnContext, sink: DbSink, history: list[AgentMessage]):
 
 
 def _execute(ctx: TurnContext, sink: DbSink, calls: list[ToolCall]):
+    """Answer from the tool-result ledger what already ran (a redelivered task, a replayed
+    call id), report a call that started with no recorded output as of unknown outcome,
+    dispatch the rest; each call is announced when it starts and ledgered when it ends."""
     from approvals.services import gate_state
 
-    state = gate_state(session=ctx.session, turn=ctx.turn)
+    split = split_by_ledger(calls, ledger=ledger_for(session=ctx.session, calls=calls),
+                            started=started_call_ids(session=ctx.session))
     tool_ctx = toolbox.tool_context(ctx, should_stop=sink.should_stop)
-    outcome = dispatch_tool_calls(
-        calls, registry=toolbox.registry_for(ctx.session), ctx=tool_ctx,
-        gate=toolbox.policy_gate(ctx, state), should_stop=sink.should_stop)
-    sink.tool_meta.update({call_id: dict(output.metadata)
-                           for call_id, output in outcome.outputs.items() if output.metadata})
-    results = apply_spill(list(outcome.results), tool_ctx)
-    return results, list(outcome.pending)
+    order = {id(call): index for index, call in enumerate(calls)}
+    ranked = list(split.answered.items())
+    pending: list = []
+    fresh = [calls[i] for i in split.to_run]
+    if fresh:
+        state = gate_state(session=ctx.session, turn=ctx.turn)
+        outcome = dispatch_tool_calls(
+            fresh, registry=toolbox.registry_for(ctx.session), ctx=tool_ctx,
+            gate=toolbox.policy_gate(ctx, state), should_stop=sink.should_stop,
+            on_call=sink.tool_called,
+            on_result=lambda call, out: sink.tool_finished(call, out.text, out.is_error))
+        by_id = {c.id: order[id(c)] for c in reversed(fresh)}
+        ranked += [(by_id.get(r.tool_call_id, len(calls)), r) for r in outcome.results]
+        pending = list(outcome.pending)
+        sink.tool_meta.update({call_id: dict(output.metadata)
+                               for call_id, output in outcome.outputs.items()
+                               if output.metadata})
+    results = apply_spill([r for _, r in sorted(ranked, key=lambda pair: pair[0])], tool_ctx)
+    return results, pending
 
 
 def _observe(ctx: TurnContext, request: ModelRequest, response: ModelResponse) -> None:
@@ -526,11 +572,18 @@ def _await_approval(ctx: TurnContext, sink: DbSink, exc: ApprovalRequired) -> st
     sink.flush()
     with transaction.atomic():
         lease_validate(session=ctx.session, owner=ctx.owner)
-        rows = approval_request_create(session=ctx.session, turn=ctx.turn,
-                                       pending=list(exc.pending), workspace=str(ctx.workspace))
-        Turn.objects.filter(pk=ctx.turn.pk).update(status=Turn.Status.AWAITING_APPROVAL)
-        event_append(session_id=ctx.session.pk, type="turn.awaiting_approval",
-                     payload={"turn_id": ctx.turn.pk, "approvals": [r.pk for r in rows]})
+        # Stop pressed while the calls were being gated: no request is created, the turn
+        # ends cancelled (the unanswered calls are repaired as never run).
+        stopped = Session.objects.filter(pk=ctx.session.pk, stop_requested=True).exists()
+        if not stopped:
+            rows = approval_request_create(session=ctx.session, turn=ctx.turn,
+                                           pending=list(exc.pending),
+                                           workspace=str(ctx.workspace))
+            Turn.objects.filter(pk=ctx.turn.pk).update(status=Turn.Status.AWAITING_APPROVAL)
+            event_append(session_id=ctx.session.pk, type="turn.awaiting_approval",
+                         payload={"turn_id": ctx.turn.pk, "approvals": [r.pk for r in rows]})
+    if stopped:
+        return _finish(ctx, sink, Turn.Status.CANCELLED, "turn.cancelled", {})
     return Turn.Status.AWAITING_APPROVAL
 
 
@@ -540,9 +593,15 @@ def _finish(ctx: TurnContext, sink: DbSink, status: str, event: str, payload: di
     failure is always reported) and announce it with the turn's usage totals."""
     try:
         sink.flush()
-    except Exception:
+    except Exception as exc:  # recorded on the turn below, not swallowed
         log.exception("flushing text of turn %s failed", ctx.turn.pk)
+        error = f"{error}\n(streamed text not flushed: {exc!r})".strip()
     with transaction.atomic():
+        if lease_held_by_other(session=ctx.session, owner=ctx.owner):
+            # Our lease expired and another worker resumed this turn: its outcome is theirs.
+            log.warning("turn %s is held by another worker; not marking it %s",
+                        ctx.turn.pk, status)
+            return "lease_lost"
         Turn.objects.filter(pk=ctx.turn.pk).update(status=status, error=error[:5000],
                                                    finished_at=timezone.now())
         Session.objects.filter(pk=ctx.session.pk).update(stop_requested=False)

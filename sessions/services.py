@@ -134,36 +134,62 @@ def turn_start(*, session: Session, user, text: str) -> Turn:
     return turn
 
 
+def _lock_lineage(session: Session) -> None:
+    """Inside a transaction: lock the lineage root row, the row every transcript writer
+    locks when it re-validates the turn lease (sessions/leases.py), so this service and a
+    worker's write are serialised."""
+    root = session.lineage_root_id or session.pk
+    list(Session.objects.select_for_update().filter(pk=root).values_list("pk", flat=True))
+
+
 def turn_stop(*, session: Session) -> bool:
-    """Ask the running turn to stop (checked between stream chunks and tools). A turn
-    waiting for an approval has no worker to ask: it ends here, cancelled (turn.cancelled),
-    and its pending approval requests are cancelled (approval_cancel_for_session), so its
-    calls never run. Returns True if a turn was running, queued or waiting."""
+    """Stop the session's turn. A running one is asked to stop (checked between stream
+    chunks and tools). A turn waiting for approval is cancelled here, with its pending
+    approvals, in ONE transaction (issue 10 defect 2): the requests show as cancelled,
+    expiry can no longer resume it, and queued messages behind it run next. Returns True if
+    a turn was running, queued or waiting."""
+    from sessions.tasks import turn_run_task
+
     with transaction.atomic():
-        waiting = list(Turn.objects.select_for_update().filter(
-            session=session, status=Turn.Status.AWAITING_APPROVAL).values_list("pk", flat=True))
+        _lock_lineage(session)
+        waiting = list(Turn.objects.filter(session=session,
+                                           status=Turn.Status.AWAITING_APPROVAL))
         if waiting:
             approval_cancel_for_session(session=session)
-        for turn_id in waiting:
-            if Turn.objects.filter(pk=turn_id, status=Turn.Status.AWAITING_APPROVAL).update(
-                    status=Turn.Status.CANCELLED, finished_at=timezone.now()):
-                event_append(session_id=session.pk, type="turn.cancelled",
-                             payload={"turn_id": turn_id, "reason": "stopped by the user"})
-    active = Turn.objects.filter(session=session, status__in=[
-        Turn.Status.RUNNING, Turn.Status.QUEUED]).exists()
-    if active:
-        Session.objects.filter(pk=session.pk).update(stop_requested=True)
-    return active or bool(waiting)
+            now = timezone.now()
+            for turn in waiting:
+                Turn.objects.filter(pk=turn.pk, status=Turn.Status.AWAITING_APPROVAL).update(
+                    status=Turn.Status.CANCELLED, finished_at=now,
+                    error="stopped by the user while waiting for approval")
+                event_append(session_id=session.pk, type="turn.cancelled", payload={
+                    "turn_id": turn.pk,
+                    "reason": "Stopped while waiting for approval; the pending commands "
+                              "were not run."})
+            if Turn.objects.filter(session=session, status=Turn.Status.QUEUED).exists():
+                turn_run_task.delay_on_commit(session.pk)
+            return True
+        active = Turn.objects.filter(session=session, status__in=[
+            Turn.Status.RUNNING, Turn.Status.QUEUED]).exists()
+        if active:
+            Session.objects.filter(pk=session.pk).update(stop_requested=True)
+    return active
 
 
 def session_rewind(*, session: Session) -> int:
     """Take back the last exchange: the last live user message and everything after it
     become active=0, compacted=0 (gone from the model's view and from search). Refused
-    (ValidationError) while a turn runs. Returns the number of rows rewound."""
-    if Turn.objects.filter(session=session, status__in=[
-            Turn.Status.RUNNING, Turn.Status.AWAITING_APPROVAL, Turn.Status.QUEUED]).exists():
-        raise ValidationError("Wait for the current turn to finish before rewinding.")
+    (ValidationError) while a turn runs, waits or is queued, or while a worker holds the
+    turn lease; the check and the write are one transaction holding the lineage row lock
+    that every transcript writer takes, so no turn can start between them. Returns the
+    number of rows rewound."""
+    from sessions.leases import lease_live
+
     with transaction.atomic():
+        _lock_lineage(session)
+        if lease_live(session=session) or Turn.objects.filter(session=session, status__in=[
+                Turn.Status.RUNNING, Turn.Status.AWAITING_APPROVAL,
+                Turn.Status.QUEUED]).exists():
+            raise ValidationError("Wait for the current turn to finish before rewinding.")
         last_user = (Message.objects.filter(session=session, active=True, role="user")
                      .exclude(kind="summary").order_by("-id").first())
         if last_user is None:

@@ -11,13 +11,14 @@ from __future__ import annotations
 import threading
 import time
 
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 
 from agents.messages import Message as AgentMessage
 from agents.messages import ModelRequest, ModelResponse, ToolCall, Usage
+from agents.tools.ledger import LedgerEntry, LedgerKey, ledger_key
 from sessions.events import event_append
 from sessions.leases import lease_validate
-from sessions.models import Session, Turn, UsageRecord
+from sessions.models import Message, RunEvent, Session, ToolResultLedger, Turn, UsageRecord
 from sessions.transcript import _insert, message_to_agent, message_to_display
 
 DELTA_BATCH_SECONDS = 0.05
@@ -71,15 +72,29 @@ class DbSink:
         self.flush()
         with transaction.atomic():
             lease_validate(session=self.session, owner=self.owner)
-            meta = self.tool_meta.pop(message.tool_call_id, None) if message.tool_call_id else None
-            row = _insert(session=self.session, message=message, kind=kind, tool_meta=meta)
-            event_type = "tool.result" if row.role == "tool" else "message.added"
-            payload = {"turn_id": self.turn.pk, "message": message_to_display(row)}
-            call = self._calls.pop(row.tool_call_id, None) if row.role == "tool" else None
-            if call is not None:  # so the card's summary can say what the call did
-                payload["tool_call"] = call
-            event_append(session_id=self.session.pk, type=event_type, payload=payload)
+            row = self._store(message, kind)
         return message_to_agent(row)
+
+    def messages_added(self, messages: list[AgentMessage]) -> list[AgentMessage]:
+        """Store a batch (a tool call batch's results) in ONE transaction under the lease,
+        then announce each (B02, B05: a crash keeps all of them or none). Raises LeaseLost."""
+        self.flush()
+        with transaction.atomic():
+            lease_validate(session=self.session, owner=self.owner)
+            rows = [self._store(m) for m in messages]
+        return [message_to_agent(r) for r in rows]
+
+    def _store(self, message: AgentMessage, kind: str = ""):
+        """Insert one row and its event (inside the caller's lease-validated transaction)."""
+        meta = self.tool_meta.pop(message.tool_call_id, None) if message.tool_call_id else None
+        row = _insert(session=self.session, message=message, kind=kind, tool_meta=meta)
+        event_type = "tool.result" if row.role == "tool" else "message.added"
+        payload = {"turn_id": self.turn.pk, "message": message_to_display(row)}
+        call = self._calls.pop(row.tool_call_id, None) if row.role == "tool" else None
+        if call is not None:  # so the card's summary can say what the call did
+            payload["tool_call"] = call
+        event_append(session_id=self.session.pk, type=event_type, payload=payload)
+        return row
 
     def text_delta(self, text: str) -> None:
         if not text:
@@ -101,10 +116,22 @@ class DbSink:
                      payload={"turn_id": self.turn.pk, "text": text})
 
     def tool_called(self, call: ToolCall) -> None:
+        """Announce that ``call`` starts now, under the lease: a worker whose lease expired
+        (and whose turn another worker resumed) cannot start a call the other will run too.
+        Raises LeaseLost."""
         self.flush()
-        self._calls[call.id] = call.to_dict()
-        event_append(session_id=self.session.pk, type="tool.called",
-                     payload={"turn_id": self.turn.pk, "tool_call": call.to_dict()})
+        with transaction.atomic():
+            lease_validate(session=self.session, owner=self.owner)
+            self._calls[call.id] = call.to_dict()
+            event_append(session_id=self.session.pk, type="tool.called",
+                         payload={"turn_id": self.turn.pk, "tool_call": call.to_dict()})
+
+    def tool_finished(self, call: ToolCall, content: str, is_error: bool) -> None:
+        """Ledger the output of a call that just finished, before it reaches the transcript
+        (no lease needed: the side effect has happened whoever holds the lease now)."""
+        ToolResultLedger.objects.create(
+            session=self.session, turn=self.turn, call_id=call.id, tool_name=call.name,
+            arguments=call.arguments or "{}", content=content, is_error=is_error)
 
     def usage_recorded(self, usage: Usage | None, request: ModelRequest,
                        response: ModelResponse, *, purpose: str = "turn") -> None:
@@ -150,5 +177,48 @@ class DbSink:
         now = time.monotonic()
         if now - self._last_stop_check >= STOP_CHECK_SECONDS:
             self._last_stop_check = now
-            self._stop = Session.objects.filter(pk=self.session.pk, stop_requested=True).exists()
+            try:
+                self._stop = Session.objects.filter(pk=self.session.pk,
+                                                    stop_requested=True).exists()
+            except (OperationalError, InterfaceError):
+                # Polled from a running tool too: a dropped connection must not fail the
+                # command. Reconnect on the next poll; the turn's own next write notices.
+                connection.close()
         return self._stop
+
+
+def ledger_for(*, session: Session, calls) -> dict[LedgerKey, LedgerEntry]:
+    """The ledger entries matching ``calls`` (latest per key), each marked ``claimed`` when
+    a stored tool result with that call id already exists in the session."""
+    ids = {c.id for c in calls}
+    if not ids:
+        return {}
+    answered = set(Message.objects.filter(session=session, role="tool", tool_call_id__in=ids)
+                   .values_list("tool_call_id", flat=True))
+    wanted = {ledger_key(c) for c in calls}
+    found: dict[LedgerKey, LedgerEntry] = {}
+    for row in ToolResultLedger.objects.filter(session=session, call_id__in=ids).order_by("id"):
+        key = (row.call_id, row.tool_name, row.arguments or "{}")
+        if key in wanted:
+            found[key] = LedgerEntry(content=row.content, is_error=row.is_error,
+                                     claimed=row.call_id in answered)
+    return found
+
+
+def started_call_ids(*, session: Session, ledgered: bool = False) -> set[str]:
+    """Call ids announced as started (``tool.called`` events) that have no stored tool
+    result and (unless ``ledgered``) no ledger entry: they began and their outcome is
+    unknown (issue 10 defect 3; B01). ``ledgered=True`` keeps the ones the ledger answers
+    (for the wire repair, which must say "interrupted", never "not executed")."""
+    announced = {p["tool_call"]["id"] for p in RunEvent.objects.filter(
+        session=session, type="tool.called").values_list("payload", flat=True)
+        if isinstance(p, dict) and isinstance(p.get("tool_call"), dict)}
+    if not announced:
+        return set()
+    done = set(Message.objects.filter(session=session, role="tool",
+                                      tool_call_id__in=announced)
+               .values_list("tool_call_id", flat=True))
+    if not ledgered:
+        done |= set(ToolResultLedger.objects.filter(session=session, call_id__in=announced)
+                    .values_list("call_id", flat=True))
+    return announced - done

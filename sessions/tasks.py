@@ -17,12 +17,17 @@ import uuid
 
 from celery import shared_task
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
+from agents.errors import LeaseLost
 from sessions.events import event_append
-from sessions.leases import lease_acquire, lease_release
-from sessions.models import Session, Turn
+from sessions.leases import LeaseHeartbeat, lease_acquire, lease_release, lease_validate
+from sessions.models import RunEvent, Session, Turn
+# Imported here, not in the task: the runner pulls in the provider SDKs, which a prefork
+# worker should import once before forking, not once per child on its first turn (six
+# children importing the anthropic SDK at once took over 30 s on a loaded 2-core host).
+from sessions.runner import turn_execute
 
 log = logging.getLogger("hermes.tasks")
 
@@ -33,52 +38,104 @@ def lease_owner_id() -> str:
             f"{uuid.uuid4().hex[:8]}")
 
 
-def turn_next(*, session: Session) -> Turn | None:
-    """The next turn to run, or None. A RUNNING turn found while we hold the lease was left
-    by a worker that died: it is failed (its unanswered calls get repaired as interrupted).
-    An AWAITING_APPROVAL turn blocks everything behind it until its approvals are decided."""
+MAX_TURN_RECOVERIES = 3
+"""Times a turn left RUNNING by a dead worker is resumed before it is failed (a turn that
+kills its worker every time must not loop forever)."""
+
+
+def turn_next(*, session: Session, owner: str) -> Turn | None:
+    """The next turn to run while ``owner`` holds the turn lease, or None.
+
+    A RUNNING turn found under our lease was left by a worker that died (its lease expired
+    before we took it): it is resumed from its stored transcript, and failed only after
+    MAX_TURN_RECOVERIES resumes. The fate of turns is decided inside a transaction that
+    re-validates our lease, so a worker that lost the lease can never fail the new holder's
+    running turn (issue 10 defect 1). An AWAITING_APPROVAL turn blocks everything behind it
+    until its approvals are decided. Raises LeaseLost when the lease is not ours."""
     from approvals.services import approval_expire_due, turn_has_pending_approvals
 
     approval_expire_due()
-    for stale in Turn.objects.filter(session=session, status=Turn.Status.RUNNING):
+    for stale in Turn.objects.filter(session=session, status=Turn.Status.RUNNING).order_by("id"):
         with transaction.atomic():
+            lease_validate(session=session, owner=owner)
+            recovered = RunEvent.objects.filter(session=session, type="turn.recovered",
+                                                payload__turn_id=stale.pk).count()
+            if recovered < MAX_TURN_RECOVERIES:
+                event_append(session_id=session.pk, type="turn.recovered", payload={
+                    "turn_id": stale.pk, "attempt": recovered + 1,
+                    "reason": "The worker running this turn stopped; resuming it."})
+                return stale
             Turn.objects.filter(pk=stale.pk).update(
                 status=Turn.Status.FAILED, finished_at=timezone.now(),
-                error="interrupted: the worker running this turn stopped")
+                error="interrupted: the workers running this turn stopped "
+                      f"{recovered + 1} times")
             event_append(session_id=session.pk, type="turn.failed", payload={
                 "turn_id": stale.pk,
-                "reason": "The worker running this turn stopped; its unfinished tool calls "
-                          "were marked as interrupted."})
+                "reason": "The worker running this turn stopped repeatedly; its unfinished "
+                          "tool calls were marked as interrupted. Your message was kept."})
     waiting = Turn.objects.filter(session=session, status=Turn.Status.AWAITING_APPROVAL).first()
     if waiting is not None:
         return None if turn_has_pending_approvals(turn=waiting) else waiting
     return Turn.objects.filter(session=session, status=Turn.Status.QUEUED).order_by("id").first()
 
 
-@shared_task(name="sessions.turn_run_task", acks_late=True)
-def turn_run_task(session_id: int) -> str:
-    """Run every runnable turn of a session under its lineage lease. Returns a short status."""
-    from sessions.runner import turn_execute
+def turn_runnable(*, session: Session) -> bool:
+    """Read-only, lease not required: is there a queued turn, or a turn awaiting approval
+    with nothing pending? (Never changes a turn: we may not hold the lease.)"""
+    from approvals.services import turn_has_pending_approvals
 
+    waiting = Turn.objects.filter(session=session, status=Turn.Status.AWAITING_APPROVAL).first()
+    if waiting is not None:
+        return not turn_has_pending_approvals(turn=waiting)
+    return Turn.objects.filter(session=session, status=Turn.Status.QUEUED).exists()
+
+
+@shared_task(name="sessions.turn_run_task", acks_late=True, reject_on_worker_lost=True)
+def turn_run_task(session_id: int) -> str:
+    """Run every runnable turn of a session under its lineage lease. Returns a short status.
+
+    Idempotent under redelivery (B39): a second delivery finds the lease held ("busy") or
+    the turn done; a delivery after the holder died resumes the turn, and the tool-result
+    ledger keeps a side effect from running twice. The lease is renewed by a heartbeat
+    while the turn runs, so a long tool call never loses it."""
     session = Session.objects.filter(pk=session_id).first()
     if session is None:
         return "no_session"
     owner = lease_owner_id()
-    if not lease_acquire(session=session, owner=owner, seconds=settings.HERMES["LEASE_SECONDS"]):
+    seconds = settings.HERMES["LEASE_SECONDS"]
+    if not lease_acquire(session=session, owner=owner, seconds=seconds):
         return "busy"  # the holder re-checks the queue after it releases
     ran = 0
+    db_lost = False
     try:
-        while (turn := turn_next(session=session)) is not None:
-            session.refresh_from_db()
-            status = turn_execute(session=session, turn=turn, owner=owner)
-            ran += 1
-            if status in ("lease_lost", Turn.Status.AWAITING_APPROVAL):
-                break
+        with LeaseHeartbeat(session=session, owner=owner, seconds=seconds):
+            while (turn := turn_next(session=session, owner=owner)) is not None:
+                session.refresh_from_db()
+                status = turn_execute(session=session, turn=turn, owner=owner)
+                ran += 1
+                if status in ("lease_lost", Turn.Status.AWAITING_APPROVAL):
+                    break
+    except LeaseLost:
+        log.warning("session %s: turn lease lost between turns", session_id)
+    except (OperationalError, InterfaceError):
+        # The connection died mid-turn (a database restart, a terminated backend). Every
+        # write that matters was one transaction, so nothing is half-written; the turn is
+        # resumed from what was committed, by a fresh delivery on a fresh connection.
+        log.exception("session %s: the database connection was lost mid-turn", session_id)
+        db_lost = True
+        connection.close()
     finally:
-        lease_release(session=session, owner=owner)
+        try:
+            lease_release(session=session, owner=owner)
+        except DatabaseError:  # still away: the lease expires on its own
+            log.warning("session %s: could not release the turn lease", session_id)
+            connection.close()
+    if db_lost:
+        turn_run_task.apply_async(args=[session_id], countdown=1)
+        return "db_lost"
     # Released first, then re-checked: an input queued while we held the lease is never
     # stranded (its own task found the lease busy and returned).
-    if turn_next(session=session) is not None:
+    if turn_runnable(session=session):
         turn_run_task.delay(session_id)
     return f"ran {ran}"
 

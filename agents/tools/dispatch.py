@@ -11,6 +11,7 @@ results is agents/tools/spill.py's; storing messages is the caller's.
 from __future__ import annotations
 
 import contextvars
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -23,6 +24,8 @@ from agents.policy import Decision
 from agents.tools import PathScope, Tool, ToolContext, ToolOutput
 from agents.tools.registry import ToolRegistry, check_arguments
 from agents.tools.workspace import overlaps
+
+log = logging.getLogger("hermes.dispatch")
 
 MAX_WORKERS = 8
 """Threads for one concurrent run (hermes-facts §8, executor pool 8)."""
@@ -103,7 +106,9 @@ def call_facts(index: int, tool: Tool, args: dict[str, Any], ctx: ToolContext) -
     """Ask the tool for its scope; a tool that cannot tell (or raises) becomes a barrier."""
     try:
         scope: PathScope | None = tool.paths(args, ctx)
-    except Exception:
+    except Exception:  # a tool bug: run the call alone (safe), and say so in the log
+        log.warning("tool %s could not tell its paths; running it alone", tool.spec.name,
+                    exc_info=True)
         scope = None
     return CallFacts(index=index, barrier=bool(tool.interactive), read_only=bool(tool.read_only),
                      scope=None if scope is None else tuple(scope))
@@ -163,12 +168,14 @@ def dispatch_tool_calls(
     gate: Callable[[ToolCall], Decision],
     on_call: Callable[[ToolCall], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    on_result: Callable[[ToolCall, ToolOutput], None] | None = None,
 ) -> DispatchOutcome:
     """Validate, gate and run ``calls``; see the module docstring and DispatchOutcome.
 
     ``gate`` is called once per valid call, in emission order, before anything runs.
     ``on_call`` and ``should_stop`` are called on this thread only (never from workers), in
-    emission order, just before a call's segment starts. Calls inside a concurrent run each
+    emission order, just before a call's segment starts; ``on_result(call, output)`` on this
+    thread as soon as a segment's calls have finished (the caller's tool-result ledger). Calls inside a concurrent run each
     get a copy of this thread's contextvars (identity crosses into workers).
     """
     prepared = [validate_call(call, registry) for call in calls]
@@ -213,6 +220,8 @@ def dispatch_tool_calls(
                 done = {i: f.result() for i, f in futures.items()}
             for index, output in done.items():
                 call = prepared[index].call
+                if on_result is not None:
+                    on_result(call, output)
                 outputs[call.id] = output
                 results[index] = tool_result(call, output.text, is_error=output.is_error)
     return DispatchOutcome(results=tuple(results[i] for i in sorted(results)),

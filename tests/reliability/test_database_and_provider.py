@@ -1,0 +1,133 @@
+"""The database and the provider under faults, through real Celery worker processes:
+PostgreSQL terminates the worker's connections mid-turn (pg_terminate_backend on the shared
+server: only this test database's backends, never a restart), and a provider answers 429
+to every call for a while."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from django.db import connection
+
+from agents.history import validate_and_repair
+from agents.simulator.faults import Fault
+from agents.simulator.script import Reply, Script, ScriptRequest, ToolCallSpec
+from sessions.models import Message, RunEvent, Turn
+from sessions.services import session_create, turn_start, workspace_path
+from sessions.transcript import history_load
+from tests.reliability.conftest import wait_for
+
+pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True),
+              pytest.mark.timeout(240)]
+
+TERMINAL = (Turn.Status.COMPLETED, Turn.Status.FAILED, Turn.Status.CANCELLED)
+
+
+def _terminate_other_backends() -> int:
+    """pg_terminate_backend every connection to this test database but our own."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                       "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+        return cursor.fetchone()[0]
+
+
+def _assert_whole(session) -> None:
+    """Never half-written: one user message, every call answered exactly once in the
+    stored transcript (no repair needed), events contiguous."""
+    assert Message.objects.filter(session=session, role="user").count() == 1
+    repair = validate_and_repair(history_load(session=session))
+    assert not repair.problems, repair.problems
+    seqs = list(RunEvent.objects.filter(session=session).order_by("seq")
+                .values_list("seq", flat=True))
+    assert seqs == list(range(1, len(seqs) + 1))
+
+
+def test_postgres_terminating_the_workers_connections_mid_turn_resumes_it_whole(
+        make_user, simulator, service_env, celery_worker_proc):
+    def policy(request: ScriptRequest) -> Reply:
+        if request.tool_results:
+            return Reply(text="tool said: " + " | ".join(r.result for r in request.tool_results))
+        return Reply(text="on it", tool_calls=(ToolCallSpec(
+            name="terminal", input={"command": "echo ran >> effects.txt; sleep 3; echo ok"}),))
+
+    simulator.state.script = Script(policy)
+    user = make_user("ona")
+    session = session_create(user=user)
+    effects = workspace_path(session) / "effects.txt"
+    celery_worker_proc("worker-pg")
+    turn = turn_start(session=session, user=user, text="do the thing")
+    wait_for(effects.exists, timeout=60, what="the command to start")
+    cut_at = time.monotonic()
+    assert _terminate_other_backends() >= 1
+    wait_for(lambda: Turn.objects.filter(pk=turn.pk, status__in=TERMINAL).exists(),
+             timeout=120, what="the turn to end")
+    recovery = time.monotonic() - cut_at
+    turn.refresh_from_db()
+    assert turn.status == Turn.Status.COMPLETED, turn.error  # resumed, not lost
+    _assert_whole(session)
+    assert effects.read_text().splitlines() == ["ran"]
+    result = Message.objects.get(session=session, role="tool")
+    assert "Error" not in result.content, result.content  # the dropped connection is not
+    print(f"\nRECOVERY pg-terminate-backend: {recovery:.1f} s")
+
+
+def test_a_provider_answering_429_for_a_while_turns_back_off_and_finish_without_a_storm(
+        make_user, simulator, service_env, celery_worker_proc):
+    """Every call is throttled for WINDOW seconds (with retry-after: 1). Six turns at once
+    back off (1 s, 2 s ... doubling, the hint honoured) and all finish once it recovers;
+    the throttled window sees at most three attempts per turn."""
+    window = 2.5
+    simulator.state.script = Script(lambda request: Reply(text="fine now"))
+    env = {**service_env, "HERMES_RETRY_BASE_DELAY": "1.0"}
+    user = make_user("pia")
+    sessions = [session_create(user=user) for _ in range(6)]
+    worker = celery_worker_proc("worker-429", env, concurrency=6)
+    throttled = threading.Event()
+    done = threading.Event()
+
+    def top_up():
+        while len(simulator.state.faults.pending()) < 50:
+            simulator.state.faults.push(Fault(kind="rate_limit", retry_after="1"))
+
+    def feeder():  # every call answered 429 from the first one until WINDOW s later
+        top_up()
+        throttled.set()
+        wait_for(lambda: simulator.state.requests, timeout=60, interval=0.01,
+                 what="the first call")
+        end = time.monotonic() + window
+        while time.monotonic() < end:
+            top_up()
+            time.sleep(0.02)
+        simulator.state.faults.clear()
+        done.set()
+
+    thread = threading.Thread(target=feeder)
+    thread.start()
+    throttled.wait(5)
+    started = time.monotonic()
+    turns = [turn_start(session=s, user=user, text="hello") for s in sessions]
+    done.wait(90)
+    thread.join()
+    throttled_calls = sum(1 for r in simulator.state.requests if r.status == 429)
+    try:
+        wait_for(lambda: Turn.objects.filter(pk__in=[t.pk for t in turns],
+                                             status__in=TERMINAL).count() == len(turns),
+                 timeout=120, what="every turn to end")
+    except AssertionError:
+        print(list(Turn.objects.filter(pk__in=[t.pk for t in turns]).values_list(
+            "status", "error")), [(r.status, r.fault) for r in simulator.state.requests])
+        print(worker.output()[-5000:])
+        raise
+    elapsed = time.monotonic() - started
+    statuses = list(Turn.objects.filter(pk__in=[t.pk for t in turns])
+                    .values_list("status", flat=True))
+    assert statuses == [Turn.Status.COMPLETED] * len(turns), [
+        (t.status, t.error) for t in Turn.objects.filter(pk__in=[t.pk for t in turns])]
+    assert throttled_calls >= len(turns)  # every turn was throttled at least once ...
+    assert throttled_calls <= 3 * len(turns)  # ... and backed off: no retry storm
+    assert all(Message.objects.filter(session=s, role="assistant").count() == 1
+               for s in sessions)
+    print(f"\nRECOVERY 429-for-{window:.1f}s: {len(turns)} turns done in {elapsed:.1f} s, "
+          f"{throttled_calls} throttled calls")

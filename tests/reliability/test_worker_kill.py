@@ -1,0 +1,89 @@
+"""SIGKILL a real Celery worker process mid-tool-call and mid-stream: the turn resumes on
+another worker (acks_late + the Redis visibility timeout redeliver the task; the dead
+worker's lease expires), the user's message and every stored event are kept, and the
+side-effecting command is not run twice (the model is told its outcome is unknown)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from agents.simulator.script import Reply, Script, ScriptRequest, ToolCallSpec
+from agents.tools.ledger import UNKNOWN_OUTCOME
+from sessions.models import Message, RunEvent, Turn
+from sessions.services import session_create, turn_start, workspace_path
+from tests.reliability.conftest import wait_for
+
+pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True),
+              pytest.mark.timeout(180)]
+
+
+def _events(session) -> list[tuple[int, int, str]]:
+    return list(RunEvent.objects.filter(session=session).order_by("seq")
+                .values_list("id", "seq", "type"))
+
+
+def _finished(turn):
+    turn.refresh_from_db()
+    return turn.status in (Turn.Status.COMPLETED, Turn.Status.FAILED, Turn.Status.CANCELLED)
+
+
+def test_sigkill_mid_tool_call_resumes_on_another_worker_and_never_reruns_the_call(
+        make_user, simulator, service_env, celery_worker_proc):
+    def policy(request: ScriptRequest) -> Reply:
+        if request.tool_results:
+            return Reply(text="tool said: " + " | ".join(r.result for r in request.tool_results))
+        return Reply(text="running it", tool_calls=(ToolCallSpec(
+            name="terminal", input={"command": "echo ran >> effects.txt; sleep 20; echo end"}),))
+
+    simulator.state.script = Script(policy)
+    user = make_user("kim")
+    session = session_create(user=user)
+    effects = workspace_path(session) / "effects.txt"
+    first = celery_worker_proc("worker-a")
+    turn = turn_start(session=session, user=user, text="append to the effects file")
+    wait_for(lambda: effects.exists(), timeout=60, what="the command to start")
+    before = _events(session)
+    killed_at = time.monotonic()
+    first.kill()
+    celery_worker_proc("worker-b")
+    wait_for(lambda: _finished(turn), timeout=90, what="the turn to finish on worker-b")
+    recovery = time.monotonic() - killed_at
+    assert turn.status == Turn.Status.COMPLETED, turn.error
+    assert effects.read_text().splitlines() == ["ran"]  # the side effect happened once
+    result = Message.objects.get(session=session, role="tool")
+    assert result.is_error and result.content == UNKNOWN_OUTCOME
+    assert Message.objects.filter(session=session, role="user").count() == 1
+    after = _events(session)
+    assert set(before) <= set(after)  # every event stored before the kill is kept
+    assert [seq for _, seq, _ in after] == list(range(1, len(after) + 1))
+    assert "turn.recovered" in [t for _, _, t in after]
+    print(f"\nRECOVERY sigkill-mid-tool-call: {recovery:.1f} s")
+
+
+def test_sigkill_mid_stream_resumes_and_the_reply_arrives_once(
+        make_user, simulator, service_env, celery_worker_proc):
+    long_text = " ".join(f"word{n}" for n in range(120))
+    simulator.state.script = Script(lambda request: Reply(text=long_text, token_delay=0.05))
+    user = make_user("lee")
+    session = session_create(user=user)
+    first = celery_worker_proc("worker-a")
+    turn = turn_start(session=session, user=user, text="tell me a long story")
+    wait_for(lambda: RunEvent.objects.filter(session=session, type="text.delta").count() >= 3,
+             timeout=60, what="the stream to start")
+    before = _events(session)
+    killed_at = time.monotonic()
+    first.kill()
+    celery_worker_proc("worker-b")
+    wait_for(lambda: _finished(turn), timeout=90, what="the turn to finish on worker-b")
+    recovery = time.monotonic() - killed_at
+    assert turn.status == Turn.Status.COMPLETED, turn.error
+    assert Message.objects.filter(session=session, role="user").count() == 1
+    replies = list(Message.objects.filter(session=session, role="assistant"))
+    assert len(replies) == 1 and replies[0].content.strip() == long_text
+    after = _events(session)
+    assert set(before) <= set(after)
+    assert [seq for _, seq, _ in after] == list(range(1, len(after) + 1))
+    assert len(simulator.state.requests) == 2  # the cut stream and the resumed one
+    print(f"\nRECOVERY sigkill-mid-stream: {recovery:.1f} s")
