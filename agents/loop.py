@@ -124,9 +124,8 @@ def run_turn(history: list[Message], *, harness: Harness, sink: EventSink,
 
 def _run_calls(calls: list[ToolCall], *, harness: Harness, sink: EventSink) -> list[Message]:
     """Dispatch ``calls``; store the batch's results in one write; raise ApprovalRequired
-    for the rest. ``execute`` announces each call (``sink.tool_called``) when it starts, so
-    an announced call with no result is one that began (B01: "interrupted", not "not
-    executed")."""
+    for the rest. ``execute`` announces each call (``sink.tool_called``) as it starts: an
+    announced call with no result began (B01: "interrupted", not "not executed")."""
     results, pending = harness.execute(calls)
     stored = sink.messages_added(results) if results else []
     if pending:
