@@ -20,6 +20,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from accounts.budgets import BudgetedTransport
 from agents.budget import IterationBudget
 from agents.cache import CacheSettings
 from agents.errors import ApprovalRequired, LeaseLost, TransportError, TurnCancelled
@@ -32,6 +33,7 @@ from agents.providers import ProviderProfile, resolve_profile
 from agents.request import RequestPipeline
 from agents.tokens import Calibrator
 from agents.tools.dispatch import dispatch_tool_calls
+from agents.spend_caps import BudgetExceeded
 from agents.tools.spill import apply_spill
 from agents.transports import get_transport
 from sessions import toolbox
@@ -127,7 +129,11 @@ class TurnContext:
 
     @cached_property
     def transport(self):
-        return provider_transport(self.profile, self.session.model)
+        # Every provider call of the turn (loop, finalizer, summaries) passes the spend caps.
+        return BudgetedTransport(provider_transport(self.profile, self.session.model),
+                                 session=self.session, on_warning=lambda text: event_append(
+                                     session_id=self.session.pk, type="budget.warning",
+                                     payload={"turn_id": self.turn.pk, "reason": text}))
 
     @cached_property
     def workspace(self) -> Path:
@@ -225,6 +231,9 @@ def turn_execute(*, session: Session, turn: Turn, owner: str) -> str:
             return _await_approval(ctx, sink, exc)
         except TurnCancelled:
             return _finish(ctx, sink, Turn.Status.CANCELLED, "turn.cancelled", {})
+        except BudgetExceeded as exc:  # everything done so far is stored; resumable
+            return _finish(ctx, sink, Turn.Status.BUDGET_BLOCKED, "budget.exceeded",
+                           {"reason": exc.reason, "resumable": True})
         except LeaseLost:
             log.warning("turn %s lost its lease; stopping without further writes", turn.pk)
             return "lease_lost"
@@ -280,7 +289,8 @@ def _begin(ctx: TurnContext, sink: DbSink) -> list[AgentMessage]:
     ctx.idle_seconds = (timezone.now() - last.created_at).total_seconds() if last else 0.0
     with transaction.atomic():
         lease_validate(session=ctx.session, owner=ctx.owner)
-        resumed = turn.status == Turn.Status.AWAITING_APPROVAL
+        # Awaiting approval, or stopped by a budget and resumed: the message is stored.
+        resumed = turn.status == Turn.Status.AWAITING_APPROVAL or turn.user_message_id is not None
         Turn.objects.filter(pk=turn.pk).update(status=Turn.Status.RUNNING,
                                                started_at=turn.started_at or timezone.now())
         turn.status = Turn.Status.RUNNING

@@ -10,8 +10,14 @@ from __future__ import annotations
 
 import threading
 import time
+from decimal import Decimal
 
 from django.db import transaction
+from django.utils import timezone
+
+from accounts.budgets import budgets_for, reservations_settle
+from accounts.pricing import cost_fields, usage_cost
+from agents.pricing import Buckets
 
 from agents.messages import Message as AgentMessage
 from agents.messages import ModelRequest, ModelResponse, ToolCall, Usage
@@ -24,6 +30,14 @@ DELTA_BATCH_SECONDS = 0.05
 """How long text deltas are gathered into one text.delta event (issue 2: about 50 ms)."""
 STOP_CHECK_SECONDS = 0.25
 """How often the stop flag is read from the database while streaming."""
+
+
+def buckets_of_usage(usage: Usage) -> Buckets:
+    """The priced buckets of a normalised Usage (agents/messages.py)."""
+    return Buckets(input=usage.input_tokens, output=usage.output_tokens,
+                   cache_read=usage.cache_read_tokens,
+                   cache_write_5m=usage.cache_write_5m_tokens,
+                   cache_write_1h=usage.cache_write_1h_tokens)
 
 
 class DbSink:
@@ -84,31 +98,48 @@ class DbSink:
 
     def usage_recorded(self, usage: Usage | None, request: ModelRequest,
                        response: ModelResponse, *, purpose: str = "turn") -> None:
-        """One UsageRecord per provider call (four disjoint buckets + raw) and a usage event."""
+        """One UsageRecord per provider call (four disjoint buckets + raw), priced now
+        (accounts/pricing.py) and written in ONE transaction with the settlement of the
+        call's budget reservation; then a usage event carrying the dollars."""
         self.flush()
         self.usage_total["calls"] += 1
         if usage is None:
+            reservations_settle(session_id=self.session.pk)
             return
-        UsageRecord.objects.create(
-            session=self.session, turn=self.turn, user_id=self.session.owner_id,
-            team_id=self.session.team_id, provider=self.session.provider,
-            model=response.model or request.model, purpose=purpose,
-            input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
-            cache_read_tokens=usage.cache_read_tokens,
-            cache_write_5m_tokens=usage.cache_write_5m_tokens,
-            cache_write_1h_tokens=usage.cache_write_1h_tokens,
-            reasoning_tokens=usage.reasoning_tokens, estimated_prompt_tokens=self.estimate,
-            raw=usage.raw,
-        )
+        now = timezone.now()
+        model = response.model or request.model
+        cost = usage_cost(provider=self.session.provider, model=model, at=now,
+                          buckets=buckets_of_usage(usage))
+        with transaction.atomic():
+            UsageRecord.objects.create(
+                session=self.session, turn=self.turn, user_id=self.session.owner_id,
+                team_id=self.session.team_id, provider=self.session.provider,
+                model=model, purpose=purpose,
+                input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+                cache_read_tokens=usage.cache_read_tokens,
+                cache_write_5m_tokens=usage.cache_write_5m_tokens,
+                cache_write_1h_tokens=usage.cache_write_1h_tokens,
+                reasoning_tokens=usage.reasoning_tokens, estimated_prompt_tokens=self.estimate,
+                raw=usage.raw, created_at=now, **cost_fields(cost),
+                cost_flagged=cost.usd is None and bool(budgets_for(self.session)),
+            )
+            reservations_settle(session_id=self.session.pk)
         for key, value in (("input_tokens", usage.input_tokens),
                            ("output_tokens", usage.output_tokens),
                            ("cache_read_tokens", usage.cache_read_tokens),
                            ("cache_write_tokens", usage.cache_write_tokens)):
             self.usage_total[key] += value
+        if cost.usd is None:
+            self.usage_total["cost_unknown"] = cost.unknown_reason
+        else:
+            self.usage_total["cost_usd"] = str(Decimal(self.usage_total.get("cost_usd", "0"))
+                                               + cost.usd)
         event_append(session_id=self.session.pk, type="usage", payload={
             "turn_id": self.turn.pk, "input_tokens": usage.input_tokens,
             "output_tokens": usage.output_tokens, "cache_read_tokens": usage.cache_read_tokens,
             "cache_write_tokens": usage.cache_write_tokens, "prompt_tokens": usage.prompt_tokens,
+            "cost_usd": None if cost.usd is None else str(cost.usd),
+            "cost_unknown": cost.unknown_reason,
         })
 
     def should_stop(self) -> bool:
