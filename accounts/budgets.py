@@ -36,6 +36,7 @@ from agents.spend_caps import (
     RESERVATION_TTL_SECONDS, BudgetExceeded, Cap, cap_decide, period_end, period_start,
     warning_text, worst_case_usd)
 from agents.tokens import estimate_payload_tokens
+from sessions.models import UsageRecord
 
 WAIT_POLL_SECONDS = 0.2
 
@@ -66,8 +67,6 @@ def budget_cap(budget: Budget) -> Cap:
 
 def budget_spent(budget: Budget, *, now) -> Decimal:
     """USD of known-cost usage in the budget's scope and current period."""
-    from sessions.models import UsageRecord
-
     start = period_start(budget.period, now)
     rows = UsageRecord.objects.filter(created_at__gte=start,
                                       created_at__lt=period_end(budget.period, now))

@@ -115,7 +115,7 @@ class SpendReservation(models.Model):
     budget = models.ForeignKey(Budget, on_delete=models.CASCADE, related_name="reservations")
     session = models.ForeignKey("agent_sessions.Session", on_delete=models.CASCADE,
                                 related_name="+")
-    worst_usd = models.DecimalField(max_digits=12, decimal_places=6)
+    worst_usd = models.DecimalField(max_digits=18, decimal_places=9)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

@@ -6,10 +6,12 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.conf import settings
+from django.db import transaction
 
 from accounts.models import RateOverride as RateOverrideRow
 from agents.pricing import (
     BUCKETS, Buckets, Cost, RateOverride, call_price, override_validate, self_hosted_overrides)
+from sessions.models import UsageRecord
 
 
 def rate_overrides_load() -> tuple[RateOverride, ...]:
@@ -62,10 +64,6 @@ def usage_reprice(*, since: datetime | None = None, batch: int = 2_000) -> dict[
     now, each at its own call's date and prompt size. Idempotent: a row whose cost, source,
     fetched-at and reason are already right is not written. Each batch is one transaction.
     Returns counts: rows seen, rows changed, rows of unknown cost."""
-    from django.db import transaction
-
-    from sessions.models import UsageRecord
-
     overrides = rate_overrides_load()
     rows = UsageRecord.objects.order_by("id")
     if since is not None:

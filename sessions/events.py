@@ -26,7 +26,7 @@ EVENT_TYPES = frozenset({
     "turn.queued", "turn.started", "text.delta", "message.added", "tool.called",
     "tool.result", "turn.finished", "turn.failed", "turn.cancelled", "turn.awaiting_approval",
     "approval.requested", "approval.decided", "compaction", "prune", "cache.warning",
-    "usage", "error", "session.updated",
+    "usage", "error", "session.updated", "budget.exceeded", "budget.warning",
 })
 
 

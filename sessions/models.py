@@ -198,7 +198,7 @@ class UsageRecord(models.Model):
     cache_write_1h_tokens = models.IntegerField(default=0)
     reasoning_tokens = models.IntegerField(default=0)
     estimated_prompt_tokens = models.IntegerField(null=True, blank=True)
-    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    cost_usd = models.DecimalField(max_digits=18, decimal_places=9, null=True, blank=True)
     rate_source = models.CharField(max_length=200, blank=True, default="")
     rate_fetched_at = models.DateTimeField(null=True, blank=True)
     cost_unknown_reason = models.CharField(max_length=200, blank=True, default="")
