@@ -4,13 +4,15 @@ and the price of one usage row. The arithmetic and the rules live in agents/pric
 from __future__ import annotations
 
 from datetime import datetime
+from decimal import Decimal
 
 from django.conf import settings
 from django.db import transaction
 
 from accounts.models import RateOverride as RateOverrideRow
 from agents.pricing import (
-    BUCKETS, Buckets, Cost, RateOverride, call_price, override_validate, self_hosted_overrides)
+    BUCKETS, Buckets, Cost, RateOverride, call_price, override_validate, self_hosted_overrides,
+    uncached_equivalent)
 from sessions.models import UsageRecord
 
 
@@ -53,10 +55,36 @@ def usage_cost(*, provider: str, model: str, buckets: Buckets, at: datetime,
                       overrides=rate_overrides_load() if overrides is None else overrides)
 
 
-def cost_fields(cost: Cost) -> dict:
-    """The UsageRecord columns a Cost fills."""
+def cost_fields(cost: Cost, uncached: Cost | None = None) -> dict:
+    """The UsageRecord columns a Cost (and its uncached equivalent) fills."""
+    known = cost.usd is not None
+    part = cost.by_bucket
+
+    def bucket(*names: str):
+        return sum((part.get(n, Decimal(0)) for n in names), Decimal(0)) if known else None
+
     return {"cost_usd": cost.usd, "rate_source": cost.source[:200],
-            "rate_fetched_at": cost.fetched_at, "cost_unknown_reason": cost.unknown_reason[:200]}
+            "rate_fetched_at": cost.fetched_at, "cost_unknown_reason": cost.unknown_reason[:200],
+            "cost_input_usd": bucket("input"), "cost_output_usd": bucket("output"),
+            "cost_cache_read_usd": bucket("cache_read"),
+            "cost_cache_write_usd": bucket("cache_write_5m", "cache_write_1h"),
+            "cost_uncached_usd": uncached.usd if known and uncached is not None else None}
+
+
+COST_FIELDS = ["cost_usd", "rate_source", "rate_fetched_at", "cost_unknown_reason",
+               "cost_input_usd", "cost_output_usd", "cost_cache_read_usd",
+               "cost_cache_write_usd", "cost_uncached_usd"]
+
+
+def usage_cost_fields(*, provider: str, model: str, buckets: Buckets, at: datetime,
+                      overrides: tuple[RateOverride, ...] | None = None) -> tuple[Cost, dict]:
+    """Price one call and its uncached equivalent; returns (cost, UsageRecord columns)."""
+    overrides = rate_overrides_load() if overrides is None else overrides
+    cost = usage_cost(provider=provider, model=model, buckets=buckets, at=at,
+                      overrides=overrides)
+    uncached = usage_cost(provider=provider, model=model, at=at, overrides=overrides,
+                          buckets=uncached_equivalent(buckets))
+    return cost, cost_fields(cost, uncached)
 
 
 def usage_reprice(*, since: datetime | None = None, batch: int = 2_000) -> dict[str, int]:
@@ -70,7 +98,7 @@ def usage_reprice(*, since: datetime | None = None, batch: int = 2_000) -> dict[
         rows = rows.filter(created_at__gte=since)
     seen = changed = unknown = 0
     last_id = 0
-    fields = ["cost_usd", "rate_source", "rate_fetched_at", "cost_unknown_reason"]
+    fields = COST_FIELDS
     while True:
         chunk = list(rows.filter(id__gt=last_id)[:batch])
         if not chunk:
@@ -79,9 +107,9 @@ def usage_reprice(*, since: datetime | None = None, batch: int = 2_000) -> dict[
         dirty = []
         for row in chunk:
             seen += 1
-            cost = usage_cost(provider=row.provider, model=row.model, buckets=buckets_of(row),
-                              at=row.created_at, overrides=overrides)
-            new = cost_fields(cost)
+            cost, new = usage_cost_fields(provider=row.provider, model=row.model,
+                                          buckets=buckets_of(row), at=row.created_at,
+                                          overrides=overrides)
             unknown += cost.usd is None
             if any(_differs(getattr(row, f), new[f]) for f in fields):
                 for f in fields:

@@ -203,6 +203,16 @@ class UsageRecord(models.Model):
     rate_fetched_at = models.DateTimeField(null=True, blank=True)
     cost_unknown_reason = models.CharField(max_length=200, blank=True, default="")
     cost_flagged = models.BooleanField(default=False)  # unknown cost allowed past a budget
+    # The cost split by bucket (cache writes of both TTLs together) and what the same tokens
+    # would have cost uncached (cache savings on /spend/); NULL when the cost is unknown.
+    cost_input_usd = models.DecimalField(max_digits=18, decimal_places=9, null=True, blank=True)
+    cost_output_usd = models.DecimalField(max_digits=18, decimal_places=9, null=True, blank=True)
+    cost_cache_read_usd = models.DecimalField(max_digits=18, decimal_places=9, null=True,
+                                              blank=True)
+    cost_cache_write_usd = models.DecimalField(max_digits=18, decimal_places=9, null=True,
+                                               blank=True)
+    cost_uncached_usd = models.DecimalField(max_digits=18, decimal_places=9, null=True,
+                                            blank=True)
     raw = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 

@@ -16,7 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.budgets import budgets_for, reservations_settle
-from accounts.pricing import cost_fields, usage_cost
+from accounts.pricing import usage_cost_fields
 from agents.pricing import Buckets
 
 from agents.messages import Message as AgentMessage
@@ -108,8 +108,8 @@ class DbSink:
             return
         now = timezone.now()
         model = response.model or request.model
-        cost = usage_cost(provider=self.session.provider, model=model, at=now,
-                          buckets=buckets_of_usage(usage))
+        cost, columns = usage_cost_fields(provider=self.session.provider, model=model, at=now,
+                                          buckets=buckets_of_usage(usage))
         with transaction.atomic():
             UsageRecord.objects.create(
                 session=self.session, turn=self.turn, user_id=self.session.owner_id,
@@ -120,7 +120,7 @@ class DbSink:
                 cache_write_5m_tokens=usage.cache_write_5m_tokens,
                 cache_write_1h_tokens=usage.cache_write_1h_tokens,
                 reasoning_tokens=usage.reasoning_tokens, estimated_prompt_tokens=self.estimate,
-                raw=usage.raw, created_at=now, **cost_fields(cost),
+                raw=usage.raw, created_at=now, **columns,
                 cost_flagged=cost.usd is None and bool(budgets_for(self.session)),
             )
             reservations_settle(session_id=self.session.pk)
