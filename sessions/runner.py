@@ -233,7 +233,7 @@ def turn_execute(*, session: Session, turn: Turn, owner: str) -> str:
             return _finish(ctx, sink, Turn.Status.CANCELLED, "turn.cancelled", {})
         except BudgetExceeded as exc:  # everything done so far is stored; resumable
             return _finish(ctx, sink, Turn.Status.BUDGET_BLOCKED, "budget.exceeded",
-                           {"reason": exc.reason, "resumable": True})
+                           {"reason": exc.reason, "resumable": True}, error=exc.reason)
         except LeaseLost:
             log.warning("turn %s lost its lease; stopping without further writes", turn.pk)
             return "lease_lost"
