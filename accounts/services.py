@@ -56,7 +56,7 @@ def budget_set(*, actor, scope: str, period: str, limit: object, team: Team | No
             "session": session if scope == "session" else None}
     with transaction.atomic():
         existing = Budget.objects.select_for_update().filter(**keys).first()
-        before = str(existing.limit_usd) if existing else None
+        before = _amount(existing.limit_usd) if existing else None
         if remove:
             if existing is None:
                 return None
@@ -67,8 +67,13 @@ def budget_set(*, actor, scope: str, period: str, limit: object, team: Team | No
         budget.limit_usd, budget.unknown_policy, budget.updated_by = value, unknown_policy, actor
         budget.full_clean()
         budget.save()
-        _audit(actor, "budget.set", keys, before, str(value), session)
+        _audit(actor, "budget.set", keys, before, _amount(value), session)
     return budget
+
+
+def _amount(value: Decimal) -> str:
+    """"0.05", "20" (no trailing zeros, no exponent) for the audit detail."""
+    return format(value.normalize(), "f")
 
 
 def _audit(actor, action: str, keys: dict, before, after, session) -> None:
