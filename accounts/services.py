@@ -76,6 +76,13 @@ def _amount(value: Decimal) -> str:
     return format(value.normalize(), "f")
 
 
+def budget_audit(*, actor, budget: Budget, action: str, before, after) -> None:
+    """An AuditEntry for a budget changed outside budget_set (the Django admin)."""
+    _audit(actor, action, {"scope": budget.scope, "period": budget.period, "team": budget.team,
+                           "user": budget.user}, None if before is None else _amount(before),
+           None if after is None else _amount(after), budget.session)
+
+
 def _audit(actor, action: str, keys: dict, before, after, session) -> None:
     AuditEntry.objects.create(actor=actor, action=action, session=session, detail={
         "scope": keys["scope"], "period": keys["period"],

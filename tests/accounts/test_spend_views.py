@@ -184,3 +184,30 @@ def test_a_budget_stopped_turn_shows_resume_and_resumes(people, login):
     assert turn.status == Turn.Status.COMPLETED
     # someone else cannot resume it
     assert login(people["zed"]).post(f"/sessions/{session.pk}/resume-budget/").status_code == 404
+
+
+def test_staff_set_budgets_and_rates_in_the_admin(people, login):
+    people["staff"].is_superuser = True  # model permissions in the admin
+    people["staff"].save()
+    client = login(people["staff"])
+    team = Team.objects.get(name="acme")
+    response = client.post("/admin/accounts/budget/add/", {
+        "scope": "team", "team": team.pk, "period": "day", "limit_usd": "20",
+        "unknown_policy": "block"})
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert AuditEntry.objects.filter(action="budget.set", actor=people["staff"]).exists()
+    bad = client.post("/admin/accounts/budget/add/", {
+        "scope": "team", "team": team.pk, "period": "month", "limit_usd": "-1",
+        "unknown_policy": "block"})
+    assert bad.status_code == 200 and Budget.objects.count() == 1
+    from accounts.models import RateOverride
+
+    unknown = client.post("/admin/accounts/rateoverride/add/", {
+        "provider": "nosuch", "model": "*", "input": "1"})
+    assert unknown.status_code == 200 and "unknown provider" in unknown.content.decode()
+    negative = client.post("/admin/accounts/rateoverride/add/", {
+        "provider": "openai", "model": "*", "input": "-1"})
+    assert negative.status_code == 200 and RateOverride.objects.count() == 0
+    ok = client.post("/admin/accounts/rateoverride/add/", {
+        "provider": "vllm", "model": "*", "input": "0.1", "output": "0.2"})
+    assert ok.status_code == 302 and RateOverride.objects.count() == 1
