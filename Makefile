@@ -5,7 +5,7 @@ HOST    ?= 127.0.0.1
 PORT    ?= 8000
 PYTEST_ARGS ?=
 
-.PHONY: run up test test-fast test-embedded bench bench-cache bench-context install migrate demo-user clean
+.PHONY: run up test test-fast test-embedded bench bench-cache bench-context bench-spend install migrate demo-user clean
 
 .venv/.installed: requirements.txt
 	python3 -m venv .venv
@@ -59,6 +59,9 @@ bench-cache: install
 
 bench-context: install
 	$(PY) benchmarks/bench_context.py
+
+bench-spend: install
+	$(PY) benchmarks/bench_spend.py
 
 clean:
 	rm -rf var .pytest_cache .hypothesis

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from datetime import date
 from decimal import Decimal
+from functools import lru_cache
 from xml.etree import ElementTree as ET
 
 import pygal
@@ -20,7 +21,14 @@ from agents.spend_caps import usd
 # pygal builds un-namespaced elements and writes xmlns as a plain attribute.
 
 def chart_spend_by_day(days: list[tuple[date, Decimal]], *, title: str = "Spend by day (USD)") -> str:
-    """An SVG bar chart (markup string) of USD per day; x labels every few days."""
+    """An SVG bar chart (markup string) of USD per day; x labels every few days. Drawing
+    costs pygal tens of milliseconds, so the markup is memoised on the exact data (the same
+    days and amounts always draw the same chart; any new spend is a new key)."""
+    return _chart(tuple(days), title)
+
+
+@lru_cache(maxsize=512)
+def _chart(days: tuple[tuple[date, Decimal], ...], title: str) -> str:
     chart = pygal.Bar(js=[], disable_xml_declaration=True, show_legend=False, width=720,
                       height=280, x_label_rotation=0, show_minor_x_labels=False,
                       truncate_label=-1, margin=8, title=None, print_values=False,
