@@ -55,7 +55,7 @@ def _clean(tree: ET.Element, title: str) -> str:
             tag = child.tag.split("}")[-1] if isinstance(child.tag, str) else "comment"
             if tag in ("script", "style", "comment"):
                 parent.remove(child)
-            elif "tooltip" in (child.get("class") or ""):
+            elif {"tooltip-overlay", "tooltip"} & set((child.get("class") or "").split()):
                 parent.remove(child)  # the overlay needs pygal's JavaScript
     for element in tree.iter():
         element.attrib.pop("style", None)

@@ -144,6 +144,20 @@ def spend_by(rows: QuerySet[UsageRecord], window: DateRange, *fields: str,
                 .order_by(F("usd").desc(nulls_last=True))[:limit])
 
 
+def spend_by_provider(by_model: list[dict]) -> list[dict]:
+    """``spend_by(..., "provider", "model")`` rolled up by provider (no second query)."""
+    out: dict[str, dict] = {}
+    for g in by_model:
+        row = out.setdefault(g["provider"], {"provider": g["provider"], "usd": None, "calls": 0,
+                                             "unknown": 0, "tokens": 0})
+        if g["usd"] is not None:
+            row["usd"] = (row["usd"] or ZERO) + g["usd"]
+        row["calls"] += g["calls"]
+        row["unknown"] += g["unknown"]
+        row["tokens"] += g["tokens"] or 0
+    return sorted(out.values(), key=lambda r: r["usd"] or ZERO, reverse=True)
+
+
 def spend_by_session(rows: QuerySet[UsageRecord], window: DateRange, limit: int = 50) -> list[dict]:
     """``spend_by`` session, with each session's title."""
     groups = spend_by(rows, window, "session", limit=limit)

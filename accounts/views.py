@@ -28,7 +28,8 @@ from accounts.forms import BudgetForm, SpendRangeForm
 from accounts.models import Budget
 from accounts.services import budget_set, turn_budget_resume
 from accounts.spend import (
-    range_default, spend_by, spend_by_day, spend_by_session, spend_members, spend_periods,
+    range_default, spend_by, spend_by_day, spend_by_provider, spend_by_session, spend_members,
+    spend_periods,
     spend_summary, spend_teams, usage_scope)
 from sessions.events import group_publish, user_group
 from sessions.selectors import session_get
@@ -101,6 +102,7 @@ def _spend_context(request: HttpRequest, *, budget_form=None) -> dict:
                 raise Http404("No such member")
     rows = usage_scope(user=request.user, team=team, member=member)
     by_day = spend_by_day(rows, window)
+    by_model = spend_by(rows, window, "provider", "model", limit=500)
     scope_label = (f"{member.username} in {team.name}" if member else
                    f"team {team.name}" if team else "you")
     context = {
@@ -109,8 +111,7 @@ def _spend_context(request: HttpRequest, *, budget_form=None) -> dict:
         "summary": spend_summary(rows, window), "by_day": by_day,
         "chart": chart_spend_by_day(by_day, title=f"Spend by day for {scope_label} (USD)"),
         "by_session": spend_by_session(rows, window, limit=20),
-        "by_model": spend_by(rows, window, "provider", "model", limit=20),
-        "by_provider": spend_by(rows, window, "provider", limit=20),
+        "by_model": by_model[:20], "by_provider": spend_by_provider(by_model),
         "sort": request.GET.get("sort", "spend"),
         "start_value": request.GET.get("start") or window.start.isoformat(),
         "end_value": request.GET.get("end") or window.end.isoformat(),
