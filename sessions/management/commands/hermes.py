@@ -125,6 +125,9 @@ class Command(BaseCommand):
             raise CommandError(f"turn failed: {turn.error[:500]}")
         if turn.status == "awaiting_approval":
             self.stdout.write("(awaiting approval: decide in the web UI's approval queue)")
+        if turn.status == "budget_blocked":
+            self.stdout.write(f"(stopped by a budget: {turn.error}; raise the cap, then "
+                              "resume the turn from the chat)")
         reply = (session.messages.filter(role="assistant", active=True,
                                          id__gt=turn.user_message_id or 0)
                  .order_by("-id").first())
@@ -140,7 +143,7 @@ class Command(BaseCommand):
 
         deadline = time.monotonic() + timeout
         ended = {Turn.Status.COMPLETED, Turn.Status.FAILED, Turn.Status.CANCELLED,
-                 Turn.Status.AWAITING_APPROVAL}
+                 Turn.Status.AWAITING_APPROVAL, Turn.Status.BUDGET_BLOCKED}
         while time.monotonic() < deadline:
             turn.refresh_from_db()
             if turn.status in ended:
