@@ -99,26 +99,47 @@ def spend_periods(rows: QuerySet[UsageRecord], *, now: datetime) -> dict[str, De
     return {name: sums[name] or ZERO for name in starts}
 
 
-def spend_summary(rows: QuerySet[UsageRecord], window: DateRange) -> dict:
-    """Totals over ``window``: calls, the four buckets in tokens and dollars, cache savings
-    (uncached equivalent minus actual, USD) and hit ratio (cache-read share of prompt
-    tokens), and the rows of unknown cost by reason."""
-    rows = rows.filter(created_at__gte=window.since, created_at__lt=window.until)
-    totals = rows.aggregate(calls=Count("id"), **TOKEN_SUMS, **DOLLAR_SUMS,
-                            known_calls=Count("id", filter=Q(cost_usd__isnull=False)))
-    totals = {k: (v if v is not None else (ZERO if k.startswith("usd") else 0))
-              for k, v in totals.items()}
+def spend_breakdown(rows: QuerySet[UsageRecord], window: DateRange) -> tuple[dict, list[dict]]:
+    """One grouped query over ``window`` (by provider, model and unknown reason), folded into
+    (summary, by_model). Summary: calls, the four buckets in tokens and dollars, cache savings
+    (uncached equivalent minus actual, USD), hit ratio (cache-read share of prompt tokens),
+    the calls of unknown cost by reason. By model: USD, calls, unknown calls, tokens per
+    (provider, model), dearest first."""
+    groups = list(rows.filter(created_at__gte=window.since, created_at__lt=window.until)
+                  .values("provider", "model", "cost_unknown_reason")
+                  .annotate(calls=Count("id"), unknown=Count("id", filter=Q(cost_usd__isnull=True)),
+                            **TOKEN_SUMS, **DOLLAR_SUMS).order_by())
+    totals: dict = {key: 0 for key in ("calls", *TOKEN_SUMS)}
+    totals.update({key: ZERO for key in DOLLAR_SUMS})
+    unknown: dict[str, int] = {}
+    models: dict[tuple[str, str], dict] = {}
+    for g in groups:
+        for key in ("calls", *TOKEN_SUMS):
+            totals[key] += g[key] or 0
+        for key in DOLLAR_SUMS:
+            totals[key] += g[key] or ZERO
+        if g["unknown"]:
+            reason = g["cost_unknown_reason"] or "no rate"
+            unknown[reason] = unknown.get(reason, 0) + g["unknown"]
+        m = models.setdefault((g["provider"], g["model"]), {
+            "provider": g["provider"], "model": g["model"], "usd": None, "calls": 0,
+            "unknown": 0, "tokens": 0})
+        if g["usd"] is not None:
+            m["usd"] = (m["usd"] or ZERO) + g["usd"]
+        m["calls"] += g["calls"]
+        m["unknown"] += g["unknown"]
+        m["tokens"] += sum(g[k] or 0 for k in TOKEN_SUMS)
     prompt = (totals["input"] + totals["cache_read"] + totals["cache_write_5m"]
               + totals["cache_write_1h"])
     totals["prompt"] = prompt
     totals["cache_write"] = totals["cache_write_5m"] + totals["cache_write_1h"]
     totals["hit_ratio"] = (totals["cache_read"] / prompt) if prompt else 0.0
     totals["savings"] = totals["usd_uncached"] - totals["usd"]
-    totals["unknown"] = list(rows.filter(cost_usd__isnull=True)
-                             .values("cost_unknown_reason").annotate(calls=Count("id"))
-                             .order_by("-calls"))
-    totals["unknown_calls"] = sum(u["calls"] for u in totals["unknown"])
-    return totals
+    totals["unknown"] = [{"cost_unknown_reason": r, "calls": n}
+                         for r, n in sorted(unknown.items(), key=lambda kv: -kv[1])]
+    totals["unknown_calls"] = sum(unknown.values())
+    by_model = sorted(models.values(), key=lambda m: m["usd"] or ZERO, reverse=True)
+    return totals, by_model
 
 
 def spend_by_day(rows: QuerySet[UsageRecord], window: DateRange) -> list[tuple[date, Decimal]]:

@@ -28,9 +28,8 @@ from accounts.forms import BudgetForm, SpendRangeForm
 from accounts.models import Budget
 from accounts.services import budget_set, turn_budget_resume
 from accounts.spend import (
-    range_default, spend_by, spend_by_day, spend_by_provider, spend_by_session, spend_members,
-    spend_periods,
-    spend_summary, spend_teams, usage_scope)
+    range_default, spend_breakdown, spend_by_day, spend_by_provider, spend_by_session,
+    spend_members, spend_periods, spend_teams, usage_scope)
 from sessions.events import group_publish, user_group
 from sessions.selectors import session_get
 from sessions.services import provider_default
@@ -102,13 +101,13 @@ def _spend_context(request: HttpRequest, *, budget_form=None) -> dict:
                 raise Http404("No such member")
     rows = usage_scope(user=request.user, team=team, member=member)
     by_day = spend_by_day(rows, window)
-    by_model = spend_by(rows, window, "provider", "model", limit=500)
+    summary, by_model = spend_breakdown(rows, window)
     scope_label = (f"{member.username} in {team.name}" if member else
                    f"team {team.name}" if team else "you")
     context = {
         "form": form, "window": window, "teams": teams, "team": team, "member": member,
         "scope_label": scope_label, "periods": spend_periods(rows, now=now),
-        "summary": spend_summary(rows, window), "by_day": by_day,
+        "summary": summary, "by_day": by_day,
         "chart": chart_spend_by_day(by_day, title=f"Spend by day for {scope_label} (USD)"),
         "by_session": spend_by_session(rows, window, limit=20),
         "by_model": by_model[:20], "by_provider": spend_by_provider(by_model),
