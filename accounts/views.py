@@ -10,7 +10,6 @@ views only show it.
 from __future__ import annotations
 
 import csv
-import importlib.util
 
 from django.conf import settings
 from django.contrib.auth import get_user_model, logout
@@ -30,30 +29,18 @@ from accounts.services import budget_set, turn_budget_resume
 from accounts.spend import (
     range_default, spend_breakdown, spend_by_day, spend_by_provider, spend_by_session,
     spend_members, spend_periods, spend_teams, usage_scope)
-from sessions.events import group_publish, user_group
 from sessions.selectors import session_get
 from sessions.services import provider_default
+from sessions.toolbox import backend_kind, confinement
 
 
 @require_POST
 def logout_view(request: HttpRequest) -> HttpResponse:
-    """POST-only logout (a GET link could be triggered by any page). Publishes
-    {"type": "force.close"} to the user's group first, so their open chat sockets close."""
-    if request.user.is_authenticated:
-        group_publish(user_group(request.user.pk), {}, kind="force.close")
+    """POST-only logout (a GET link could be triggered by any page). The sockets opened with
+    this login are closed by the user_logged_out receiver (sessions/signals.py), which every
+    logout path (this view, the admin's) goes through."""
     logout(request)
     return redirect(settings.LOGOUT_REDIRECT_URL)
-
-
-def approval_backend() -> str:
-    """Where tool commands run: "sandbox" when HERMES_BACKEND allows it and the host
-    supports it (agents/backends/sandbox.py), else "local"."""
-    choice = settings.HERMES.get("BACKEND", "auto")
-    if choice == "local" or importlib.util.find_spec("agents.backends.sandbox") is None:
-        return "local"
-    from agents.backends.sandbox import sandbox_available
-
-    return "sandbox" if sandbox_available() else "local"
 
 
 @login_required
@@ -63,7 +50,8 @@ def settings_view(request: HttpRequest) -> HttpResponse:
     provider, model = provider_default()
     hermes = settings.HERMES
     context = {
-        "provider": provider, "model": model, "backend": approval_backend(),
+        "provider": provider, "model": model, "backend": backend_kind(),
+        "confinement": confinement(),
         "backend_setting": hermes.get("BACKEND", "auto"), "yolo": hermes.get("YOLO", False),
         "simulator": provider == "simulator",
         "max_iterations": hermes.get("MAX_ITERATIONS"),
