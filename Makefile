@@ -5,7 +5,7 @@ HOST    ?= 127.0.0.1
 PORT    ?= 8000
 PYTEST_ARGS ?=
 
-.PHONY: run up test test-fast test-embedded bench bench-cache bench-context soak install migrate demo-user clean
+.PHONY: run up test test-fast test-embedded bench bench-cache bench-context soak bench-spend install migrate demo-user clean
 
 .venv/.installed: requirements.txt
 	python3 -m venv .venv
@@ -64,6 +64,9 @@ bench-context: install
 ## with faults (needs DATABASE_URL and REDIS_URL); figures in docs/reliability.md
 soak: install
 	$(PY) benchmarks/soak.py
+
+bench-spend: install
+	$(PY) benchmarks/bench_spend.py
 
 clean:
 	rm -rf var .pytest_cache .hypothesis

@@ -1,7 +1,15 @@
-"""Team and Membership. A user's team admins may review that user's sessions and approvals."""
+"""Team and Membership (a user's team admins may review that user's sessions and approvals),
+and money: Budget (spend caps), SpendReservation (calls in flight), RateOverride."""
+
+from decimal import Decimal
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator
 from django.db import models
+from django.utils import timezone
+
+from agents.pricing import BUCKETS, override_validate
 
 
 class Team(models.Model):
@@ -36,3 +44,108 @@ class Membership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} in {self.team} ({self.role})"
+
+
+class Budget(models.Model):
+    """A USD spend cap for one user, one team or one session, per UTC day or month
+    (agents/spend_caps.py holds the arithmetic and the overshoot bound). Set by team admins
+    on /spend/ and by staff in the Django admin; every change is an AuditEntry."""
+
+    class Scope(models.TextChoices):
+        USER = "user", "User"
+        TEAM = "team", "Team"
+        SESSION = "session", "Session"
+
+    class Period(models.TextChoices):
+        DAY = "day", "Per day"
+        MONTH = "month", "Per month"
+
+    class UnknownPolicy(models.TextChoices):
+        BLOCK = "block", "Block calls of unknown cost"
+        ALLOW = "allow", "Allow and flag calls of unknown cost"
+
+    scope = models.CharField(max_length=10, choices=Scope.choices)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                             on_delete=models.CASCADE, related_name="budgets")
+    team = models.ForeignKey(Team, null=True, blank=True, on_delete=models.CASCADE,
+                             related_name="budgets")
+    session = models.ForeignKey("agent_sessions.Session", null=True, blank=True,
+                                on_delete=models.CASCADE, related_name="budgets")
+    period = models.CharField(max_length=10, choices=Period.choices, default=Period.DAY)
+    limit_usd = models.DecimalField(max_digits=12, decimal_places=4,
+                                    validators=[MinValueValidator(Decimal("0.01"))])
+    unknown_policy = models.CharField(max_length=10, choices=UnknownPolicy.choices,
+                                      default=UnknownPolicy.BLOCK)
+    updated_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                   on_delete=models.SET_NULL, related_name="+")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["scope", "user", "team", "session", "period"],
+                                    name="uniq_budget_per_scope_period",
+                                    nulls_distinct=False),
+            models.CheckConstraint(
+                condition=(models.Q(scope="user", user__isnull=False, team__isnull=True,
+                                    session__isnull=True)
+                           | models.Q(scope="team", team__isnull=False, user__isnull=True,
+                                      session__isnull=True)
+                           | models.Q(scope="session", session__isnull=False,
+                                      user__isnull=True, team__isnull=True)),
+                name="budget_scope_matches_owner"),
+            models.CheckConstraint(condition=models.Q(limit_usd__gt=0),
+                                   name="budget_limit_positive"),
+        ]
+
+    def __str__(self) -> str:
+        owner = self.team or self.user or (f"session {self.session_id}" if self.session_id else "")
+        return f"{owner}: ${self.limit_usd}/{self.period}"
+
+    def clean(self) -> None:
+        owners = {"user": self.user_id, "team": self.team_id, "session": self.session_id}
+        if not owners.get(self.scope) or any(v for k, v in owners.items() if k != self.scope):
+            raise ValidationError(f"a {self.scope} budget names exactly one {self.scope}")
+
+
+class SpendReservation(models.Model):
+    """The worst-case USD of one provider call in flight under one budget (reserved before
+    the call, deleted in the transaction that writes the call's UsageRecord). One older than
+    agents/spend_caps.py RESERVATION_TTL_SECONDS is ignored: its worker died mid-call."""
+
+    budget = models.ForeignKey(Budget, on_delete=models.CASCADE, related_name="reservations")
+    session = models.ForeignKey("agent_sessions.Session", on_delete=models.CASCADE,
+                                related_name="+")
+    worst_usd = models.DecimalField(max_digits=18, decimal_places=9)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [models.Index(fields=["budget", "created_at"])]
+
+
+class RateOverride(models.Model):
+    """An operator's rates for a route (USD per million tokens; blank = the library's rate;
+    model "*" = every model of the provider). Recorded as source "operator"
+    (agents/pricing.py)."""
+
+    provider = models.CharField(max_length=50)
+    model = models.CharField(max_length=200, default="*")
+    input = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    output = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    cache_read = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    cache_write_5m = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    cache_write_1h = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    note = models.CharField(max_length=200, blank=True, default="")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["provider", "model"],
+                                               name="uniq_rate_override")]
+
+    def __str__(self) -> str:
+        return f"{self.provider}/{self.model} (operator)"
+
+    def clean(self) -> None:
+        try:
+            override_validate(self.provider, {b: getattr(self, b) for b in BUCKETS})
+        except ValueError as exc:
+            raise ValidationError(str(exc)) from exc

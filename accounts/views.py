@@ -1,4 +1,6 @@
-"""Account views: logout (which also closes the user's open sockets) and the settings page.
+"""Account views: logout (which also closes the user's open sockets), the settings page,
+and money: /spend/ (user, team, member), the members CSV, budgets, resuming a turn a budget
+stopped.
 
 Log-in is Django's LoginView (hermes_web/urls.py) with django-axes rate limiting. Who the
 user is and what they may do is decided elsewhere (selectors, approvals/services.py); these
@@ -7,13 +9,27 @@ views only show it.
 
 from __future__ import annotations
 
+import csv
+
 from django.conf import settings
-from django.contrib.auth import logout
+from django.contrib.auth import get_user_model, logout
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import Q
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
+from accounts.charts import chart_spend_by_day
+from accounts.forms import BudgetForm, SpendRangeForm
+from accounts.models import Budget
+from accounts.services import budget_set, turn_budget_resume
+from accounts.spend import (
+    range_default, spend_breakdown, spend_by_day, spend_by_provider, spend_by_session,
+    spend_members, spend_periods, spend_teams, usage_scope)
+from sessions.selectors import session_get
 from sessions.services import provider_default
 from sessions.toolbox import backend_kind, confinement
 
@@ -46,3 +62,147 @@ def settings_view(request: HttpRequest) -> HttpResponse:
         "memberships": request.user.memberships.select_related("team"),
     }
     return render(request, "accounts/settings.html", context)
+
+
+# --- money: /spend/, budgets, resuming a turn a budget stopped ---------------------------
+
+
+def _spend_context(request: HttpRequest, *, budget_form=None) -> dict:
+    """Everything /spend/ shows for the acting user, and for a team they may see."""
+    now = timezone.now()
+    form = SpendRangeForm(request.GET or None)
+    window = range_default(now)
+    if form.is_bound and form.is_valid() and form.cleaned_data.get("range"):
+        window = form.cleaned_data["range"]
+    teams = list(spend_teams(user=request.user))
+    team = member = None
+    team_id = request.GET.get("team") or request.POST.get("team")
+    if team_id:
+        team = next((t for t in teams if str(t.pk) == str(team_id)), None)
+        if team is None:
+            raise Http404("No such team")
+        member_id = request.GET.get("member")
+        if member_id:
+            member = get_user_model().objects.filter(
+                pk=member_id if member_id.isdigit() else 0, memberships__team=team).first()
+            if member is None:
+                raise Http404("No such member")
+    rows = usage_scope(user=request.user, team=team, member=member)
+    by_day = spend_by_day(rows, window)
+    summary, by_model = spend_breakdown(rows, window)
+    scope_label = (f"{member.username} in {team.name}" if member else
+                   f"team {team.name}" if team else "you")
+    context = {
+        "form": form, "window": window, "teams": teams, "team": team, "member": member,
+        "scope_label": scope_label, "periods": spend_periods(rows, now=now),
+        "summary": summary, "by_day": by_day,
+        "chart": chart_spend_by_day(by_day, title=f"Spend by day for {scope_label} (USD)"),
+        "by_session": spend_by_session(rows, window, limit=20),
+        "by_model": by_model[:20], "by_provider": spend_by_provider(by_model),
+        "sort": request.GET.get("sort", "spend"),
+        "start_value": request.GET.get("start") or window.start.isoformat(),
+        "end_value": request.GET.get("end") or window.end.isoformat(),
+    }
+    if team is not None and member is None:
+        context["members"] = spend_members(team, window, sort=context["sort"])
+        context["budgets"] = Budget.objects.filter(
+            Q(team=team) | Q(user__memberships__team=team, scope="user")).select_related(
+            "user").distinct().order_by("scope", "period")
+        context["budget_form"] = budget_form or BudgetForm()
+    else:
+        context["budgets"] = budgets_for_user(request.user)
+    return context
+
+
+def budgets_for_user(user):
+    """The caps that apply to ``user``'s own calls (their own and their teams')."""
+    return Budget.objects.filter(
+        Q(scope="user", user=user) | Q(scope="team", team__memberships__user=user)
+    ).select_related("team").distinct().order_by("scope", "period")
+
+
+@login_required
+@require_GET
+def spend_view(request: HttpRequest) -> HttpResponse:
+    """/spend/: what the user (or, with ?team=, a team they administer; staff any team)
+    spent: periods, by day (chart), by session, model and provider, the four buckets,
+    cache savings, unknown-cost calls. A bad date range is a form error (400)."""
+    context = _spend_context(request)
+    status = 400 if context["form"].is_bound and not context["form"].is_valid() else 200
+    return render(request, "accounts/spend.html", context, status=status)
+
+
+@login_required
+@require_GET
+def spend_members_csv_view(request: HttpRequest, team_id: int) -> HttpResponse:
+    """CSV of a team's members table over the date range (team admins and staff)."""
+    team = spend_teams(user=request.user).filter(pk=team_id).first()
+    if team is None:
+        raise Http404("No such team")
+    form = SpendRangeForm(request.GET or None)
+    window = range_default(timezone.now())
+    if form.is_bound:
+        if not form.is_valid():
+            return HttpResponse("; ".join(form.non_field_errors()) or "bad date range",
+                                status=400, content_type="text/plain")
+        window = form.cleaned_data.get("range") or window
+    response = HttpResponse(content_type="text/csv")
+    response["Content-Disposition"] = (f'attachment; filename="spend-{team.name}-'
+                                       f'{window.start}-{window.end}.csv"')
+    writer = csv.writer(response)
+    writer.writerow(["member", "role", "usd", "calls", "unknown_cost_calls", "tokens",
+                     "start", "end"])
+    for row in spend_members(team, window, sort=request.GET.get("sort", "spend")):
+        writer.writerow([row["username"], row["role"], row["usd"], row["calls"],
+                         row["unknown"], row["tokens"], window.start, window.end])
+    return response
+
+
+@login_required
+@require_POST
+def budget_set_view(request: HttpRequest, team_id: int) -> HttpResponse:
+    """POST: set, change or remove one of the team's budgets (team admins, staff). A bad
+    value re-renders /spend/ with the form error (400); nothing is stored."""
+    team = spend_teams(user=request.user).filter(pk=team_id).first()
+    if team is None:
+        raise Http404("No such team")
+    form = BudgetForm(request.POST)
+    if form.is_valid():
+        data = form.cleaned_data
+        member = None
+        if data["scope"] == "user":
+            member = get_user_model().objects.filter(pk=data["member"],
+                                                     memberships__team=team).first()
+            if member is None:
+                form.add_error("member", "not a member of this team")
+        if not form.errors:
+            try:
+                budget_set(actor=request.user, scope=data["scope"], period=data["period"],
+                           limit=data["limit"], team=team, user=member,
+                           unknown_policy=data["unknown_policy"])
+                return redirect(f"{reverse('spend')}?team={team.pk}")
+            except ValidationError as exc:
+                form.add_error("limit", exc.messages[0])
+            except PermissionDenied as exc:
+                form.add_error(None, str(exc))
+    request.GET = request.GET.copy()
+    request.GET["team"] = str(team.pk)
+    return render(request, "accounts/spend.html",
+                  _spend_context(request, budget_form=form), status=400)
+
+
+@login_required
+@require_POST
+def turn_budget_resume_view(request: HttpRequest, session_id: int) -> HttpResponse:
+    """POST: resume the session's turn a budget stopped (owner only), then back to the chat."""
+    session = session_get(user=request.user, session_id=session_id, write=True)
+    try:
+        turn_id = turn_budget_resume(session=session, user=request.user)
+    except PermissionDenied:
+        raise Http404("No such session") from None
+    if request.htmx:
+        return render(request, "sessions/detail.html#turn-status", {
+            "session_id": session.pk,
+            "status": {"state": "queued" if turn_id else "idle", "reason": "",
+                       "turn_id": turn_id}})
+    return redirect("session_detail", session_id=session.pk)

@@ -24,6 +24,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from datetime import date
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, Callable
 
@@ -33,6 +34,7 @@ from agents.cache import CacheSettings, plan_breakpoints  # noqa: E402
 from agents.compaction import (Skip, build_summary_request, compacted_transcript,  # noqa: E402
                                plan_compaction)
 from agents.messages import Breakpoint, Message, ModelRequest, ToolCall, tool_result  # noqa: E402
+from agents.pricing import Buckets, call_price, self_hosted_overrides  # noqa: E402
 from agents.prompt import build_system_prompt  # noqa: E402
 from agents.prune import plan_prune  # noqa: E402
 from agents.tokens import estimate_message_tokens, estimate_text_tokens  # noqa: E402
@@ -51,7 +53,9 @@ import agents.simulator.prefix as _prefix  # noqa: E402
 # every request; memoising it in this process (the simulator thread included) only saves time.
 _prefix.count_tokens = functools.lru_cache(maxsize=None)(_prefix.count_tokens)
 
-# Rates in USD per million tokens (issue 3, "Benchmark").
+# Rates in USD per million tokens (issue 3, "Benchmark"): Claude Opus 4.5's list prices, which
+# is how Hermes Web prices these calls (issue 9: recorded cost vs the simulator's log).
+PRICED_AS = ("anthropic", "claude-opus-4-5")
 RATE_INPUT = 5.00
 RATE_WRITE_5M = 6.25
 RATE_WRITE_1H = 10.00
@@ -81,6 +85,12 @@ class Bill:
     write_1h: int = 0
     output: int = 0
     per_request: list[float] = field(default_factory=list)
+    recorded_usd: Decimal | None = None
+    """Over HTTP: what Hermes Web records for these calls (agents/pricing.py call_price on
+    the transport's normalised usage, as sessions/sink.py does), USD."""
+    simulator_log_usd: float | None = None
+    """Over HTTP: the same calls priced independently from the simulator's own usage log
+    (its wire usage fields × this file's rates), USD."""
 
     def add(self, *, input: int, read: int, write_5m: int, write_1h: int, output: int) -> float:
         self.input += input
@@ -229,6 +239,11 @@ def bill_over_http(steps: list[Step], payloads: list[dict[str, Any]], output: li
                 warnings.simplefilter("ignore", DeprecationWarning)
                 response = client.messages.create(**body)
             usage = usage_from_anthropic(response.usage.model_dump())
+            priced = call_price(PRICED_AS[0], PRICED_AS[1], Buckets(
+                input=usage.input_tokens, output=usage.output_tokens,
+                cache_read=usage.cache_read_tokens, cache_write_5m=usage.cache_write_5m_tokens,
+                cache_write_1h=usage.cache_write_1h_tokens), overrides=self_hosted_overrides())
+            bill.recorded_usd = (bill.recorded_usd or Decimal(0)) + priced.usd
             cost = bill.add(input=usage.input_tokens, read=usage.cache_read_tokens,
                             write_5m=usage.cache_write_5m_tokens,
                             write_1h=usage.cache_write_1h_tokens, output=out)
@@ -236,7 +251,18 @@ def bill_over_http(steps: list[Step], payloads: list[dict[str, Any]], output: li
                 log(f"{n + 1:4d} {step.burst:5d} {step.at / 3600:6.2f}h {usage.input_tokens:7d} "
                     f"{usage.cache_read_tokens:8d} {usage.cache_write_5m_tokens:8d} "
                     f"{usage.cache_write_1h_tokens:8d} {out:6d} {cost:9.4f}")
+        bill.simulator_log_usd = sum(_wire_usd(r.usage) for r in server.state.requests
+                                     if r.status == 200 and r.usage)
     return bill
+
+
+def _wire_usd(wire: dict[str, Any]) -> float:
+    """USD of one call from the simulator's wire usage (Anthropic Messages fields), at this
+    file's rates: independent of agents/transports/usage.py and agents/pricing.py."""
+    creation = wire.get("cache_creation") or {}
+    return usd(wire.get("input_tokens", 0), wire.get("cache_read_input_tokens", 0),
+               creation.get("ephemeral_5m_input_tokens", 0),
+               creation.get("ephemeral_1h_input_tokens", 0), wire.get("output_tokens", 0))
 
 
 def bill_no_cache(requests: list[tuple[Step, list[CacheBlock]]], output: list[int]) -> Bill:
@@ -514,6 +540,14 @@ def main(argv: list[str] | None = None) -> int:
          ours.cost <= 1.25 * bound.cost),
         (f"runtime {elapsed:.1f} s < 60 s", elapsed < 60),
     ]
+    if ours.recorded_usd is not None:
+        recorded, logged = float(ours.recorded_usd), ours.simulator_log_usd
+        gap = abs(recorded - logged) / logged
+        print(f"\nrecorded by Hermes Web (agents/pricing.py, genai-prices {PRICED_AS[1]}): "
+              f"${recorded:.6f}; simulator usage log at the same rates: ${logged:.6f}; "
+              f"difference {gap:.4%}")
+        targets.append((f"recorded cost within 0.5% of the simulator's log ({gap:.4%})",
+                        gap <= 0.005))
     if default_bill is not None:
         targets.append((f"default layout {default_bill.cost:.4f} < (b) {naive_bill.cost:.4f}",
                         default_bill.cost < naive_bill.cost))

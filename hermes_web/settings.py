@@ -342,4 +342,10 @@ HERMES = {
     "MICRO_COMPACTION": env_bool("HERMES_MICRO_COMPACTION", False),
     "PRUNE_ON_COLD_RESUME": env_bool("HERMES_PRUNE_ON_COLD_RESUME", True),
     "IDLE_COMPACTION_SECONDS": int(env_str("HERMES_IDLE_COMPACTION", "0")),
+    # Money (accounts/pricing.py, accounts/budgets.py): operator rate overrides (a list of
+    # {"provider", "model" ("*" = all), "input", "output", "cache_read", "cache_write_5m",
+    # "cache_write_1h"} in USD per million tokens; the admin's RateOverride rows win), and
+    # how long a call waits for in-flight calls to settle before a cap refuses it.
+    "PRICING_OVERRIDES": [],
+    "BUDGET_WAIT_SECONDS": float(env_str("HERMES_BUDGET_WAIT_SECONDS", "30")),
 }

@@ -16,5 +16,6 @@ urlpatterns = [
     path("favicon.ico", RedirectView.as_view(url=staticfiles_storage.url("favicon.svg"),
                                              permanent=True), name="favicon"),
     path("approvals/", include("approvals.urls")),
+    path("", include("accounts.urls")),
     path("", include("sessions.urls")),
 ]

@@ -26,7 +26,8 @@ EVENT_TYPES = frozenset({
     "turn.queued", "turn.started", "text.delta", "message.added", "tool.called",
     "tool.result", "turn.finished", "turn.failed", "turn.cancelled", "turn.awaiting_approval",
     "approval.requested", "approval.decided", "compaction", "prune", "cache.warning",
-    "usage", "error", "session.updated", "turn.recovered",
+    "usage", "error", "session.updated", "turn.recovered", "budget.exceeded",
+    "budget.warning",
     # provider failures (issue 10): a history repaired after a shape 400, the compaction
     # breaker pausing automatic compaction, a failover to another key or provider
     "history.repaired", "compaction.breaker_tripped", "provider.failover",

@@ -138,6 +138,7 @@ class Turn(models.Model):
         COMPLETED = "completed", "Completed"
         FAILED = "failed", "Failed"
         CANCELLED = "cancelled", "Cancelled"
+        BUDGET_BLOCKED = "budget_blocked", "Stopped by a budget"  # resumable (accounts/)
 
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="turns")
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
@@ -180,8 +181,9 @@ class RunEvent(models.Model):
 
 class UsageRecord(models.Model):
     """One provider call's usage in four disjoint buckets (cache writes split by TTL) plus
-    reasoning (a breakdown of output). ``cost_usd`` NULL means unknown (a bucket's rate is
-    unknown); pricing comes later, the data is recorded now."""
+    reasoning (a breakdown of output). ``cost_usd`` (USD) is priced at write time in the same
+    transaction (accounts/pricing.py); NULL means unknown, ``cost_unknown_reason`` says why;
+    ``rate_source`` and ``rate_fetched_at`` say where the rates came from and when."""
 
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="usage_records")
     turn = models.ForeignKey(Turn, null=True, blank=True, on_delete=models.SET_NULL,
@@ -200,8 +202,21 @@ class UsageRecord(models.Model):
     cache_write_1h_tokens = models.IntegerField(default=0)
     reasoning_tokens = models.IntegerField(default=0)
     estimated_prompt_tokens = models.IntegerField(null=True, blank=True)
-    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    cost_usd = models.DecimalField(max_digits=18, decimal_places=9, null=True, blank=True)
     rate_source = models.CharField(max_length=200, blank=True, default="")
+    rate_fetched_at = models.DateTimeField(null=True, blank=True)
+    cost_unknown_reason = models.CharField(max_length=200, blank=True, default="")
+    cost_flagged = models.BooleanField(default=False)  # unknown cost allowed past a budget
+    # The cost split by bucket (cache writes of both TTLs together) and what the same tokens
+    # would have cost uncached (cache savings on /spend/); NULL when the cost is unknown.
+    cost_input_usd = models.DecimalField(max_digits=18, decimal_places=9, null=True, blank=True)
+    cost_output_usd = models.DecimalField(max_digits=18, decimal_places=9, null=True, blank=True)
+    cost_cache_read_usd = models.DecimalField(max_digits=18, decimal_places=9, null=True,
+                                              blank=True)
+    cost_cache_write_usd = models.DecimalField(max_digits=18, decimal_places=9, null=True,
+                                               blank=True)
+    cost_uncached_usd = models.DecimalField(max_digits=18, decimal_places=9, null=True,
+                                            blank=True)
     raw = models.JSONField(default=dict, blank=True)
     estimated = models.BooleanField(
         default=False, help_text="The provider sent no usage; the token counts are the "
@@ -212,7 +227,10 @@ class UsageRecord(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
-        indexes = [models.Index(fields=["user", "created_at"])]
+        indexes = [models.Index(fields=["user", "created_at"]),
+                   # /spend/ for a team and for staff (benchmarks/bench_spend.py)
+                   models.Index(fields=["team", "created_at"], name="usage_team_created"),
+                   models.Index(fields=["created_at"], name="usage_created")]
 
     def __str__(self) -> str:
         return f"usage #{self.pk} {self.model}"

@@ -16,7 +16,7 @@ import re
 from typing import Any
 
 import nh3
-from django.db.models import Sum
+from django.db.models import Count, Max, Q, Sum
 from django.template.loader import render_to_string
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
@@ -61,7 +61,7 @@ OUTPUT_PREVIEW_CHARS = 20_000
 APPROVAL_EVENTS = frozenset({"approval.requested", "approval.decided"})
 """Event types whose partial depends on the viewer (rendered with a database read)."""
 STATUS_EVENTS = frozenset({"turn.queued", "turn.started", "turn.finished", "turn.failed",
-                           "turn.cancelled", "turn.awaiting_approval"})
+                           "turn.cancelled", "turn.awaiting_approval", "budget.exceeded"})
 """Event types whose frame carries the turn-status partial."""
 PLAIN_EVENTS = frozenset({"text.delta", "usage", "session.updated"})
 """Event types the client applies without HTML (event_html returns None for them)."""
@@ -151,12 +151,14 @@ def message_item(message: dict, results: dict[str, dict] | None = None, *,
 
 
 def usage_item(turn_id: int, totals: dict) -> dict:
-    """Context for the usage line of one turn: tokens in the four buckets."""
+    """Context for the usage line of one turn: tokens in the four buckets and the dollars
+    (``cost``: USD decimal string or None; ``cost_unknown``: why some call has no price)."""
     return {"dom_id": dom_id("usage", turn_id), "input": totals.get("input_tokens") or 0,
             "output": totals.get("output_tokens") or 0,
             "cache_read": totals.get("cache_read_tokens") or 0,
             "cache_write": totals.get("cache_write_tokens") or 0,
-            "served_by": ", ".join(totals.get("served_by") or ())}
+            "served_by": ", ".join(totals.get("served_by") or ()),
+            "cost": totals.get("cost_usd"), "cost_unknown": totals.get("cost_unknown") or ""}
 
 
 def status_item(type: str, payload: dict) -> dict:
@@ -164,7 +166,8 @@ def status_item(type: str, payload: dict) -> dict:
     idle, queued, running, awaiting_approval, failed, cancelled."""
     state = {"turn.queued": "queued", "turn.started": "running", "turn.finished": "idle",
              "turn.failed": "failed", "turn.cancelled": "cancelled",
-             "turn.awaiting_approval": "awaiting_approval"}.get(type, "idle")
+             "turn.awaiting_approval": "awaiting_approval",
+             "budget.exceeded": "budget_blocked"}.get(type, "idle")
     return {"state": state, "reason": payload.get("reason", ""),
             "turn_id": payload.get("turn_id")}
 
@@ -218,7 +221,7 @@ def event_html(event: dict, *, user=None, user_label: str = "You") -> str | None
         if type == "turn.queued":
             html += _partial("queued-input", {"turn_id": payload.get("turn_id"),
                                               "text": payload.get("text", "")})
-        if type == "turn.finished":
+        if type in ("turn.finished", "budget.exceeded"):
             html += _partial("usage-line", {"usage": usage_item(payload.get("turn_id"),
                                                                 payload.get("usage") or payload)})
         if type == "turn.failed":
@@ -231,7 +234,7 @@ def event_html(event: dict, *, user=None, user_label: str = "You") -> str | None
             "dom_id": dom_id("event", event["seq"]), "text": notice_text(type, payload),
             "summary_html": markdown_html(str(payload.get("summary") or ""))})
     if type in ("error", "cache.warning", "prune", "history.repaired",
-                "compaction.breaker_tripped", "provider.failover"):
+                "compaction.breaker_tripped", "provider.failover", "budget.warning"):
         return _partial("notice", {"level": "error" if type == "error" else "info",
                                    "dom_id": dom_id("event", event["seq"]),
                                    "text": notice_text(type, payload)})
@@ -345,6 +348,9 @@ def transcript_context(*, session: Session, user, request=None) -> dict:
             streaming, index = streaming_text(events)
     state = {None: "idle", "queued": "queued", "running": "running",
              "awaiting_approval": "awaiting_approval"}[running.status if running else None]
+    reason = ""
+    if running is None and turns and turns[-1].status == Turn.Status.BUDGET_BLOCKED:
+        state, reason = "budget_blocked", turns[-1].error  # resumable once the cap is raised
     approval_cards = [approval_card_html(a, user, request=request) for a in
                       ApprovalRequest.objects.filter(session=session,
                                                      state=ApprovalRequest.State.PENDING)]
@@ -353,7 +359,8 @@ def transcript_context(*, session: Session, user, request=None) -> dict:
                                                             Turn.Status.RUNNING)]
     return {"last_seq": last_seq, "items": items, "streaming": streaming, "user_label": user_label,
             "streaming_index": index, "queued": queued, "approval_cards": approval_cards,
-            "status": {"state": state, "reason": "", "turn_id": running.pk if running else None}}
+            "status": {"state": state, "reason": reason,
+                       "turn_id": running.pk if running else None}}
 
 
 def _turn_footers(turns: list[Turn]) -> dict[int | None, list[dict]]:
@@ -363,7 +370,9 @@ def _turn_footers(turns: list[Turn]) -> dict[int | None, list[dict]]:
         turn__in=[t.pk for t in turns]).values("turn_id").annotate(
         input_tokens=Sum("input_tokens"), output_tokens=Sum("output_tokens"),
         cache_read_tokens=Sum("cache_read_tokens"), w5=Sum("cache_write_5m_tokens"),
-        w1=Sum("cache_write_1h_tokens"))}
+        w1=Sum("cache_write_1h_tokens"), usd=Sum("cost_usd"),
+        unknown=Count("id", filter=Q(cost_usd__isnull=True)),
+        cost_unknown=Max("cost_unknown_reason"))}
     footers: dict[int | None, list[dict]] = {}
     started = [t for t in turns if t.user_message_id is not None]
     for turn, after in zip(started, [*[t.user_message_id for t in started[1:]], None]):
@@ -371,7 +380,9 @@ def _turn_footers(turns: list[Turn]) -> dict[int | None, list[dict]]:
         if turn.pk in usage:
             row = usage[turn.pk]
             parts.append({"kind": "usage", "usage": usage_item(turn.pk, {
-                **row, "cache_write_tokens": (row["w5"] or 0) + (row["w1"] or 0)})})
+                **row, "cache_write_tokens": (row["w5"] or 0) + (row["w1"] or 0),
+                "cost_usd": row["usd"],
+                "cost_unknown": row["cost_unknown"] if row["unknown"] else ""})})
         if turn.status == Turn.Status.FAILED and turn.error:
             parts.append({"kind": "notice", "level": "error", "dom_id": dom_id("turn-error",
                                                                                turn.pk),

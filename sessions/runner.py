@@ -20,6 +20,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, transaction
 from django.utils import timezone
 
+from accounts.budgets import BudgetedTransport
 from agents.budget import IterationBudget
 from agents.cache import CacheSettings
 from agents.errors import ApprovalRequired, LeaseLost, TransportError, TurnCancelled
@@ -30,6 +31,7 @@ from agents.messages import ModelRequest, ModelResponse, ToolCall
 from agents.prompt import build_system_prompt, recover_stable_len
 from agents.providers import ProviderProfile, model_output_cap, resolve_profile
 from agents.request import RequestPipeline
+from agents.spend_caps import BudgetExceeded
 from agents.tokens import Calibrator
 from agents.tools.dispatch import dispatch_tool_calls
 from agents.tools.ledger import split_by_ledger
@@ -177,13 +179,17 @@ class TurnContext:
 
     @cached_property
     def transport(self):
-        """The session's provider with its keys and fallbacks (FailoverTransport); cooldowns
-        in the database, every failover announced as an event."""
+        """The session's provider with its keys and fallbacks (FailoverTransport; cooldowns
+        in the database, every failover announced as an event) behind the spend caps."""
         from agents.transports.failover import FailoverTransport
         from sessions.provider_state import COOLDOWNS
 
-        return FailoverTransport(provider_routes(self.session, self.profile), store=COOLDOWNS,
-                                 notice=self.failover_notice)
+        failover = FailoverTransport(provider_routes(self.session, self.profile),
+                                     store=COOLDOWNS, notice=self.failover_notice)
+        # Every provider call of the turn (loop, finalizer, summaries) passes the spend caps.
+        return BudgetedTransport(failover, session=self.session, on_warning=lambda text: (
+            event_append(session_id=self.session.pk, type="budget.warning",
+                         payload={"turn_id": self.turn.pk, "reason": text})))
 
     def failover_notice(self, failed, following, hint) -> None:
         """A route failed: tell the user which provider and key (label only) failed, why,
@@ -296,6 +302,9 @@ def turn_execute(*, session: Session, turn: Turn, owner: str) -> str:
             return _await_approval(ctx, sink, exc)
         except TurnCancelled:
             return _finish(ctx, sink, Turn.Status.CANCELLED, "turn.cancelled", {})
+        except BudgetExceeded as exc:  # everything done so far is stored; resumable
+            return _finish(ctx, sink, Turn.Status.BUDGET_BLOCKED, "budget.exceeded",
+                           {"reason": exc.reason, "resumable": True}, error=exc.reason)
         except LeaseLost:
             log.warning("turn %s lost its lease; stopping without further writes", turn.pk)
             return "lease_lost"
@@ -362,10 +371,9 @@ def _begin(ctx: TurnContext, sink: DbSink) -> list[AgentMessage]:
     ctx.idle_seconds = (timezone.now() - last.created_at).total_seconds() if last else 0.0
     with transaction.atomic():
         lease_validate(session=ctx.session, owner=ctx.owner)
-        # A turn awaiting approval, or one a dead worker left running (redelivered task or
-        # recovery job), resumes: its user message is already stored.
-        resumed = (turn.status == Turn.Status.AWAITING_APPROVAL
-                   or (turn.status == Turn.Status.RUNNING and turn.user_message_id is not None))
+        # A turn awaiting approval, one a dead worker left running (redelivered task or
+        # recovery job), or one stopped by a budget and resumed: its message is stored.
+        resumed = turn.status == Turn.Status.AWAITING_APPROVAL or turn.user_message_id is not None
         if not Turn.objects.filter(pk=turn.pk, status__in=[
                 Turn.Status.QUEUED, Turn.Status.RUNNING, Turn.Status.AWAITING_APPROVAL]).update(
                 status=Turn.Status.RUNNING, started_at=turn.started_at or timezone.now()):

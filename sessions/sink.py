@@ -10,11 +10,17 @@ from __future__ import annotations
 
 import threading
 import time
+from decimal import Decimal
 
 from django.db import InterfaceError, OperationalError, connection, transaction
+from django.utils import timezone
 
+from accounts.budgets import budgets_for, reservations_settle
+from accounts.pricing import usage_cost_fields
 from agents.messages import Message as AgentMessage
 from agents.messages import ModelRequest, ModelResponse, ToolCall, Usage
+from agents.pricing import Buckets
+from agents.tokens import estimate_message_tokens, estimate_text_tokens
 from agents.tools.ledger import LedgerEntry, LedgerKey, ledger_key
 from sessions.events import event_append
 from sessions.leases import lease_validate
@@ -32,14 +38,20 @@ def estimated_usage(request: ModelRequest, response: ModelResponse,
     """Usage for a call whose provider sent none (an OpenAI-compatible stream without
     ``include_usage``; B28): the pipeline's estimate of the request as uncached input and
     the reply's estimated tokens as output. The record is flagged ``estimated``."""
-    from agents.tokens import estimate_message_tokens, estimate_text_tokens
-
     prompt = prompt_estimate if prompt_estimate is not None else (
         estimate_text_tokens(request.system)
         + sum(estimate_message_tokens(m) for m in request.messages))
     return Usage(input_tokens=prompt,
                  output_tokens=max(1, estimate_message_tokens(response.message) - 10),
                  raw={"estimated": True})
+
+
+def buckets_of_usage(usage: Usage) -> Buckets:
+    """The priced buckets of a normalised Usage (agents/messages.py)."""
+    return Buckets(input=usage.input_tokens, output=usage.output_tokens,
+                   cache_read=usage.cache_read_tokens,
+                   cache_write_5m=usage.cache_write_5m_tokens,
+                   cache_write_1h=usage.cache_write_1h_tokens)
 
 
 class DbSink:
@@ -135,39 +147,56 @@ class DbSink:
 
     def usage_recorded(self, usage: Usage | None, request: ModelRequest,
                        response: ModelResponse, *, purpose: str = "turn") -> None:
-        """One UsageRecord per provider call (four disjoint buckets + raw) and a usage event."""
+        """One UsageRecord per provider call (four disjoint buckets + raw), priced now
+        (accounts/pricing.py) and written in ONE transaction with the settlement of the
+        call's budget reservation; then a usage event carrying the dollars."""
         self.flush()
         self.usage_total["calls"] += 1
         estimated = usage is None
         if usage is None:  # never let spend silently drop a call (B28): estimate, flagged
             usage = estimated_usage(request, response, self.estimate)
         provider = response.provider or self.session.provider
-        served = f"{provider}/{response.model or request.model}" + (
+        model = response.model or request.model
+        served = f"{provider}/{model}" + (
             f" (key {response.credential})" if response.credential else "")
         if served not in self.usage_total.setdefault("served_by", []):
             self.usage_total["served_by"].append(served)
-        UsageRecord.objects.create(
-            session=self.session, turn=self.turn, user_id=self.session.owner_id,
-            team_id=self.session.team_id, provider=provider, credential=response.credential,
-            model=response.model or request.model, purpose=purpose, estimated=estimated,
-            input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
-            cache_read_tokens=usage.cache_read_tokens,
-            cache_write_5m_tokens=usage.cache_write_5m_tokens,
-            cache_write_1h_tokens=usage.cache_write_1h_tokens,
-            reasoning_tokens=usage.reasoning_tokens, estimated_prompt_tokens=self.estimate,
-            raw=usage.raw,
-        )
+        now = timezone.now()
+        # Priced at the route that served the call (a fallback may be another provider).
+        cost, columns = usage_cost_fields(provider=provider, model=model, at=now,
+                                          buckets=buckets_of_usage(usage))
+        with transaction.atomic():
+            UsageRecord.objects.create(
+                session=self.session, turn=self.turn, user_id=self.session.owner_id,
+                team_id=self.session.team_id, provider=provider, credential=response.credential,
+                model=model, purpose=purpose, estimated=estimated,
+                input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+                cache_read_tokens=usage.cache_read_tokens,
+                cache_write_5m_tokens=usage.cache_write_5m_tokens,
+                cache_write_1h_tokens=usage.cache_write_1h_tokens,
+                reasoning_tokens=usage.reasoning_tokens, estimated_prompt_tokens=self.estimate,
+                raw=usage.raw, created_at=now, **columns,
+                cost_flagged=cost.usd is None and bool(budgets_for(self.session)),
+            )
+            reservations_settle(session_id=self.session.pk)
         for key, value in (("input_tokens", usage.input_tokens),
                            ("output_tokens", usage.output_tokens),
                            ("cache_read_tokens", usage.cache_read_tokens),
                            ("cache_write_tokens", usage.cache_write_tokens)):
             self.usage_total[key] += value
+        if cost.usd is None:
+            self.usage_total["cost_unknown"] = cost.unknown_reason
+        else:
+            self.usage_total["cost_usd"] = str(Decimal(self.usage_total.get("cost_usd", "0"))
+                                               + cost.usd)
         event_append(session_id=self.session.pk, type="usage", payload={
             "turn_id": self.turn.pk, "input_tokens": usage.input_tokens,
             "output_tokens": usage.output_tokens, "cache_read_tokens": usage.cache_read_tokens,
             "cache_write_tokens": usage.cache_write_tokens, "prompt_tokens": usage.prompt_tokens,
             "estimated": estimated, "provider": provider, "credential": response.credential,
             "served_by": served,
+            "cost_usd": None if cost.usd is None else str(cost.usd),
+            "cost_unknown": cost.unknown_reason,
         })
 
     def should_stop(self) -> bool:

@@ -1,4 +1,7 @@
-"""`python manage.py hermes chat|policy`: the CLI over the same services as the web UI.
+"""`python manage.py hermes chat|policy|reprice`: the CLI over the same services as the web UI.
+
+- ``hermes reprice [--since YYYY-MM-DD]`` re-prices usage rows at the rates in force
+  (idempotent: a second run changes nothing).
 
 - ``hermes chat "<message>" [--session ID] [--user NAME] [--json]`` runs one turn through
   turn_start and the same Celery task (on this process's embedded worker in embedded mode,
@@ -35,6 +38,8 @@ class Command(BaseCommand):
         chat.add_argument("--json", action="store_true", help="print events as JSON lines")
         chat.add_argument("--timeout", type=float, default=600.0,
                           help="seconds to wait for the turn (default 600)")
+        reprice = sub.add_parser("reprice", help="re-price usage at the rates in force")
+        reprice.add_argument("--since", help="only usage from this date (YYYY-MM-DD, UTC)")
         policy = sub.add_parser("policy", help="show the policy decision for a command")
         policy.add_argument("command", nargs="?", default="")
         policy.add_argument("--user", default=None)
@@ -47,7 +52,26 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         if options["action"] == "chat":
             return self.chat(options)
+        if options["action"] == "reprice":
+            return self.reprice(options)
         return self.policy(options)
+
+    def reprice(self, options) -> None:
+        """Re-price history after rates change (accounts/pricing.py usage_reprice)."""
+        from datetime import datetime, timezone
+
+        from accounts.pricing import usage_reprice
+
+        since = None
+        if options.get("since"):
+            try:
+                since = datetime.strptime(options["since"], "%Y-%m-%d").replace(
+                    tzinfo=timezone.utc)
+            except ValueError:
+                raise CommandError(f"--since {options['since']!r}: expected YYYY-MM-DD")
+        counts = usage_reprice(since=since)
+        self.stdout.write(f"repriced {counts['seen']} usage rows: {counts['changed']} changed, "
+                          f"{counts['unknown']} of unknown cost")
 
     def _user(self, name: str):
         try:
@@ -101,6 +125,9 @@ class Command(BaseCommand):
             raise CommandError(f"turn failed: {turn.error[:500]}")
         if turn.status == "awaiting_approval":
             self.stdout.write("(awaiting approval: decide in the web UI's approval queue)")
+        if turn.status == "budget_blocked":
+            self.stdout.write(f"(stopped by a budget: {turn.error}; raise the cap, then "
+                              "resume the turn from the chat)")
         reply = (session.messages.filter(role="assistant", active=True,
                                          id__gt=turn.user_message_id or 0)
                  .order_by("-id").first())
@@ -116,7 +143,7 @@ class Command(BaseCommand):
 
         deadline = time.monotonic() + timeout
         ended = {Turn.Status.COMPLETED, Turn.Status.FAILED, Turn.Status.CANCELLED,
-                 Turn.Status.AWAITING_APPROVAL}
+                 Turn.Status.AWAITING_APPROVAL, Turn.Status.BUDGET_BLOCKED}
         while time.monotonic() < deadline:
             turn.refresh_from_db()
             if turn.status in ended:

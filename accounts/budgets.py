@@ -1,0 +1,171 @@
+"""The database shell of agents/spend_caps.py: which budgets apply to a call, the
+reservation under row locks before it, the settlement with its UsageRecord after it.
+
+``budget_reserve`` is THE check before every provider call (chat turns, the finalizer,
+compaction summaries; child agents and scheduled runs call it too): it raises
+``BudgetExceeded`` or records one SpendReservation per applying budget. ``BudgetedTransport``
+wraps a transport so every ``complete`` goes through it. Settlement
+(``reservations_settle``) runs inside the transaction that writes the call's UsageRecord
+(sessions/sink.py), so a call's cost is never both reserved and spent, nor neither.
+
+Concurrency: the applying Budget rows are locked ``SELECT ... FOR UPDATE`` in id order
+(PostgreSQL; no deadlock between two calls locking the same caps), then spend and open
+reservations are summed and the reservation inserted in that same transaction, so two
+calls cannot both see the same headroom. The overshoot bound is in agents/spend_caps.py.
+A session has at most one provider call in flight (the lineage turn lease), so a session's
+reservations are settled by session.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q, Sum
+from django.utils import timezone
+
+from accounts.models import Budget, SpendReservation
+from accounts.pricing import rate_overrides_load
+from agents.messages import ModelRequest
+from agents.pricing import rates_resolve
+from agents.spend_caps import (
+    RESERVATION_TTL_SECONDS, BudgetExceeded, Cap, cap_decide, period_end, period_start,
+    warning_text, worst_case_usd)
+from agents.tokens import estimate_payload_tokens
+from sessions.models import UsageRecord
+
+WAIT_POLL_SECONDS = 0.2
+
+
+@dataclass
+class Admission:
+    """What ``budget_reserve`` did: the caps checked and the warnings (80%) raised."""
+
+    caps: list[Cap] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    reserved_usd: Decimal | None = Decimal(0)
+
+
+def budgets_for(session) -> list[Budget]:
+    """The budgets that apply to a call of ``session``: its owner's, its team's, its own."""
+    scope = Q(scope="user", user_id=session.owner_id) | Q(scope="session", session_id=session.pk)
+    if session.team_id:
+        scope |= Q(scope="team", team_id=session.team_id)
+    return list(Budget.objects.filter(scope).select_related("team").order_by("id"))
+
+
+def budget_cap(budget: Budget) -> Cap:
+    """The pure Cap of a Budget row, labelled for the reason sentence."""
+    label = {"team": "team", "user": "your", "session": "this session's"}[budget.scope]
+    return Cap(scope=budget.scope, period=budget.period, limit_usd=budget.limit_usd,
+               label=label, key=budget.pk)
+
+
+def budget_spent(budget: Budget, *, now) -> Decimal:
+    """USD of known-cost usage in the budget's scope and current period."""
+    start = period_start(budget.period, now)
+    rows = UsageRecord.objects.filter(created_at__gte=start,
+                                      created_at__lt=period_end(budget.period, now))
+    rows = rows.filter(**{f"{budget.scope}_id": getattr(budget, f"{budget.scope}_id")})
+    return rows.aggregate(total=Sum("cost_usd"))["total"] or Decimal(0)
+
+
+def budget_reserved(budget: Budget, *, now) -> Decimal:
+    """USD of the worst cases of calls in flight under the budget (fresh reservations)."""
+    fresh = now - timedelta(seconds=RESERVATION_TTL_SECONDS)
+    return (SpendReservation.objects.filter(budget=budget, created_at__gte=fresh)
+            .aggregate(total=Sum("worst_usd"))["total"] or Decimal(0))
+
+
+def budget_reserve(*, session, model: str, prompt_estimate: int, max_tokens: int) -> Admission:
+    """Admit or refuse one provider call of ``session`` (USD caps, agents/spend_caps.py).
+
+    Worst case = prompt_estimate (tokens) × the dearest input-side rate + max_tokens × the
+    output rate. Admitted calls leave one SpendReservation per applying budget. When the
+    only thing in the way is other calls' reservations (spent is below the cap), waits up to
+    HERMES["BUDGET_WAIT_SECONDS"] for them to settle before refusing. Raises BudgetExceeded
+    with the readable reason. No budget → no query beyond the lookup, nothing stored."""
+    budgets = budgets_for(session)
+    if not budgets:
+        return Admission()
+    rates, _ = rates_resolve(session.provider, model, prompt_tokens=prompt_estimate,
+                             overrides=rate_overrides_load())
+    worst = worst_case_usd(rates, prompt_estimate=prompt_estimate, max_tokens=max_tokens)
+    deadline = time.monotonic() + settings.HERMES.get("BUDGET_WAIT_SECONDS", 30)
+    while True:
+        outcome = _try_reserve(session, budgets, worst)
+        if isinstance(outcome, Admission):
+            return outcome
+        reason, cap, spent_below = outcome
+        if not spent_below or time.monotonic() >= deadline:
+            raise BudgetExceeded(reason, cap)
+        time.sleep(WAIT_POLL_SECONDS)
+
+
+def _try_reserve(session, budgets: list[Budget], worst: Decimal | None):
+    """One locked attempt: an Admission, or (reason, cap, spent_is_below_the_cap)."""
+    now = timezone.now()
+    admission = Admission(reserved_usd=worst)
+    with transaction.atomic():
+        locked = list(Budget.objects.select_for_update().filter(
+            pk__in=[b.pk for b in budgets]).order_by("id"))
+        for budget in locked:
+            cap = budget_cap(budget)
+            spent = budget_spent(budget, now=now)
+            reserved = budget_reserved(budget, now=now)
+            decision = cap_decide(cap, spent=spent, reserved=reserved, now=now,
+                                  cost_known=worst is not None, policy=budget.unknown_policy,
+                                  worst=worst)
+            if not decision.allowed:
+                return decision.reason, cap, spent < cap.limit_usd and worst is not None
+            admission.caps.append(cap)
+            if decision.warn:
+                admission.warnings.append(warning_text(cap, spent=spent + reserved))
+        SpendReservation.objects.bulk_create([
+            SpendReservation(budget=b, session_id=session.pk, worst_usd=worst or Decimal(0),
+                             created_at=now) for b in locked])
+    return admission
+
+
+def reservations_settle(*, session_id: int) -> None:
+    """Drop the session's open reservations (its call has been recorded, or failed). Call
+    inside the transaction that writes the call's UsageRecord."""
+    SpendReservation.objects.filter(session_id=session_id).delete()
+
+
+class BudgetedTransport:
+    """A transport whose every ``complete`` is admitted by ``budget_reserve`` first. A call
+    that raises settles its reservation (nothing was billed that we can price); a call that
+    returns is settled by the UsageRecord write. ``on_warning(text)`` receives the 80%
+    warnings. Everything else is delegated to the wrapped transport."""
+
+    def __init__(self, inner, *, session, on_warning=None):
+        self._inner = inner
+        self._session = session
+        self._on_warning = on_warning
+        self._warned: set[str] = set()
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def complete(self, request: ModelRequest, **kwargs):
+        # Cheap when no budget applies: the payload is only measured when one does.
+        if not budgets_for(self._session):
+            return self._inner.complete(request, **kwargs)
+        estimate = estimate_payload_tokens(self._inner.build_payload(request))
+        admission = budget_reserve(session=self._session, model=request.model,
+                                   prompt_estimate=estimate, max_tokens=request.max_tokens)
+        for text in admission.warnings:
+            if text.split(":")[0] not in self._warned and self._on_warning is not None:
+                self._warned.add(text.split(":")[0])
+                self._on_warning(text)
+        try:
+            return self._inner.complete(request, **kwargs)
+        except BaseException:
+            if admission.caps:
+                reservations_settle(session_id=self._session.pk)
+            raise

@@ -1,0 +1,57 @@
+"""Forms for /spend/: the date range and a budget. Bad input is a form error; nothing is
+stored (accounts/services.py re-validates every value it stores)."""
+
+from __future__ import annotations
+
+from django import forms
+
+from accounts.models import Budget
+from accounts.spend import range_validate
+from agents.spend_caps import limit_parse
+
+
+class SpendRangeForm(forms.Form):
+    """?start=YYYY-MM-DD&end=YYYY-MM-DD (inclusive, UTC). Reversed or longer than a year →
+    error."""
+
+    start = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    end = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+
+    def clean(self):
+        data = super().clean()
+        start, end = data.get("start"), data.get("end")
+        if start and end:
+            try:
+                data["range"] = range_validate(start, end)
+            except ValueError as exc:
+                raise forms.ValidationError(str(exc)) from exc
+        elif start or end:
+            raise forms.ValidationError("give both a start and an end date")
+        return data
+
+
+class BudgetForm(forms.Form):
+    """One cap: scope (team or a member), period, limit in USD ("" removes it), policy."""
+
+    scope = forms.ChoiceField(choices=[("team", "Team"), ("user", "Member")])
+    member = forms.IntegerField(required=False)
+    period = forms.ChoiceField(choices=Budget.Period.choices)
+    limit = forms.CharField(required=False, max_length=30,
+                            help_text="USD, e.g. 20 or 0.05; empty removes the budget")
+    unknown_policy = forms.ChoiceField(choices=Budget.UnknownPolicy.choices,
+                                       initial=Budget.UnknownPolicy.BLOCK)
+
+    def clean_limit(self):
+        raw = self.cleaned_data.get("limit", "").strip()
+        if raw:
+            try:
+                limit_parse(raw)
+            except ValueError as exc:
+                raise forms.ValidationError(str(exc)) from exc
+        return raw
+
+    def clean(self):
+        data = super().clean()
+        if data.get("scope") == "user" and not data.get("member"):
+            raise forms.ValidationError("choose the member this budget is for")
+        return data

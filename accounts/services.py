@@ -1,0 +1,111 @@
+"""Money services: set or remove a budget (audited), resume a turn a budget stopped."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+
+from accounts.models import Budget, Membership, Team
+from agents.spend_caps import limit_parse
+from approvals.models import AuditEntry
+from sessions.events import event_append
+from sessions.models import Turn
+from sessions.tasks import turn_run_task
+
+
+def team_admin_may(*, user, team: Team) -> bool:
+    """Staff, or an admin of ``team``."""
+    return bool(user.is_staff or Membership.objects.filter(
+        user=user, team=team, role=Membership.Role.ADMIN).exists())
+
+
+def budget_set(*, actor, scope: str, period: str, limit: object, team: Team | None = None,
+               user=None, session=None, unknown_policy: str = "block") -> Budget | None:
+    """Create, change or (``limit`` "" / None) remove one budget, with an AuditEntry
+    ("budget.set" / "budget.removed", detail: before and after) in the same transaction.
+
+    Team admins set their team's budgets and their members'; staff any. Raises
+    PermissionDenied, or ValidationError (nothing stored) for a negative, non-numeric or
+    absurd limit, an unknown period, scope or policy."""
+    if scope not in Budget.Scope.values:
+        raise ValidationError(f"unknown budget scope {scope!r}")
+    if period not in Budget.Period.values:
+        raise ValidationError(f"unknown period {period!r}")
+    if unknown_policy not in Budget.UnknownPolicy.values:
+        raise ValidationError(f"unknown policy {unknown_policy!r}")
+    owner_team = team if scope == "team" else (session.team if session else None)
+    if scope == "user":
+        teams = Team.objects.filter(memberships__user=user)
+        allowed = actor.is_staff or any(team_admin_may(user=actor, team=t) for t in teams)
+    else:
+        allowed = actor.is_staff or (owner_team is not None
+                                     and team_admin_may(user=actor, team=owner_team))
+    if not allowed:
+        raise PermissionDenied("only a team admin or staff may set this budget")
+    remove = limit is None or str(limit).strip() == ""
+    value: Decimal | None = None
+    if not remove:
+        try:
+            value = limit_parse(limit)
+        except ValueError as exc:
+            raise ValidationError(str(exc)) from exc
+    keys = {"scope": scope, "period": period, "team": team if scope == "team" else None,
+            "user": user if scope == "user" else None,
+            "session": session if scope == "session" else None}
+    with transaction.atomic():
+        existing = Budget.objects.select_for_update().filter(**keys).first()
+        before = _amount(existing.limit_usd) if existing else None
+        if remove:
+            if existing is None:
+                return None
+            existing.delete()
+            _audit(actor, "budget.removed", keys, before, None, session)
+            return None
+        budget = existing or Budget(**keys)
+        budget.limit_usd, budget.unknown_policy, budget.updated_by = value, unknown_policy, actor
+        budget.full_clean()
+        budget.save()
+        _audit(actor, "budget.set", keys, before, _amount(value), session)
+    return budget
+
+
+def _amount(value: Decimal) -> str:
+    """"0.05", "20" (no trailing zeros, no exponent) for the audit detail."""
+    return format(value.normalize(), "f")
+
+
+def budget_audit(*, actor, budget: Budget, action: str, before, after) -> None:
+    """An AuditEntry for a budget changed outside budget_set (the Django admin)."""
+    _audit(actor, action, {"scope": budget.scope, "period": budget.period, "team": budget.team,
+                           "user": budget.user}, None if before is None else _amount(before),
+           None if after is None else _amount(after), budget.session)
+
+
+def _audit(actor, action: str, keys: dict, before, after, session) -> None:
+    AuditEntry.objects.create(actor=actor, action=action, session=session, detail={
+        "scope": keys["scope"], "period": keys["period"],
+        "team": keys["team"].name if keys["team"] else None,
+        "user": keys["user"].username if keys["user"] else None,
+        "limit_before": before, "limit_after": after})
+
+
+def turn_budget_resume(*, session, user) -> int | None:
+    """Re-queue the session's turn that a budget stopped (owner only); its stored user
+    message and done work are kept and it continues from where it stopped. Returns the
+    turn id, or None when no turn is stopped by a budget. The cap is checked again before
+    the next provider call, so resuming under a cap still reached stops again."""
+    if session.owner_id != user.pk:
+        raise PermissionDenied("only the session's owner can resume its turn")
+    with transaction.atomic():
+        turn = (Turn.objects.select_for_update()
+                .filter(session=session, status=Turn.Status.BUDGET_BLOCKED).order_by("id")
+                .first())
+        if turn is None:
+            return None
+        Turn.objects.filter(pk=turn.pk).update(status=Turn.Status.QUEUED, finished_at=None)
+        event_append(session_id=session.pk, type="turn.queued",
+                     payload={"turn_id": turn.pk, "resumed": "budget"})
+        turn_run_task.delay_on_commit(session.pk)
+    return turn.pk
