@@ -27,6 +27,9 @@ class Word(NamedTuple):
 
     text: str
     dyn: int = 0
+    quoted: bool = False
+    """Every expansion in the word sits inside double quotes: the shell does not
+    word-split it (``bash -c "$(printf ...)"`` is ONE word, failure case B29)."""
 
 
 # Flag tables: long → short aliases; True = short flags may be combined ("-rf").

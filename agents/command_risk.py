@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import posixpath
 import re
+import shlex
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Literal
 
-from agents.command_forms import normalize_pattern
+from agents.command_forms import normalize_argv, normalize_pattern
 from agents.commands import ParsedCommand, SimpleCommand
 
 Level = Literal["hardline", "guard", "ask"]
@@ -188,6 +189,75 @@ def _floor(cmd: SimpleCommand) -> str | None:
     return None
 
 
+_RUNNERS = frozenset({"systemd-run", "nsenter", "chroot", "unshare", "machinectl",
+                      "runuser", "setpriv", "capsh", "firejail", "bwrap", "flatpak-spawn"})
+_HISTORY = re.compile(r"(^|/)\.(bash_history|zsh_history|history|sh_history|python_history|"
+                      r"mysql_history|psql_history|sqlite_history|lesshst|viminfo|"
+                      r"node_repl_history|rediscli_history|local/share/fish/fish_history)$")
+_LOGS = re.compile(r"^/var/(log|run/utmp|adm)(/|$)|^/run/(utmp|log)(/|$)|^/var/lib/"
+                   r"(lastlog|wtmp|btmp)")
+_HOME_CONFIG = re.compile(
+    r"^\.(bashrc|bash_profile|bash_login|bash_logout|profile|zshrc|zshenv|zprofile|zlogin|"
+    r"zlogout|kshrc|cshrc|tcshrc|inputrc|ssh|gitconfig|git-credentials|config|claude|"
+    r"claude\.json|codex|gemini|cursor|aider[\w.-]*|hermes|continue|copilot|npmrc|pypirc|"
+    r"netrc|gnupg|aws|kube|docker|vimrc|vim|emacs|emacs\.d|tmux\.conf|screenrc|local/bin|"
+    r"pam_environment|xprofile|xinitrc|Xresources|curlrc|wgetrc|pip|condarc|mcp\.json)(/|$)")
+
+
+def _home_rel(target: str) -> str | None:
+    """``target`` relative to a home directory (``~``, ``$HOME``, /root, /home/<u>), or
+    None when it is not under one."""
+    t = re.sub(r"^(\$HOME|\$\{HOME\})(?=/|$)", "~", target)
+    m = re.match(r"^(~[^/]*|/root|/home/[^/]+|/Users/[^/]+)(/+(.*))?$", t)
+    if not m:
+        return None
+    return posixpath.normpath(m.group(3) or ".")
+
+
+def _is_home(target: str) -> bool:
+    """The home directory itself (``~``, ``~/``, ``$HOME``, /home/u, /root)."""
+    return _home_rel(target.rstrip("/") or "/") == "."
+
+
+def _home_config(target: str) -> bool:
+    """A shell's or an agent's config file in a home directory (.bashrc, .ssh/, .claude/,
+    .gitconfig ...; seed "The gate that trust cannot switch off")."""
+    rel = _home_rel(target)
+    return rel is not None and bool(_HOME_CONFIG.match(rel))
+
+
+def _anti_forensics(cmd: SimpleCommand) -> str | None:
+    """Wiping shell history or system logs (issue 8 item 4)."""
+    argv = cmd.argv
+    name, args = argv[0], argv[1:]
+    if name == "history" and any(a in ("-c", "-w", "-d", "-r") or a.startswith("-c")
+                                 for a in args):
+        return "clears the shell history"
+    if name in ("unset",) and any(a in ("HISTFILE", "HISTSIZE", "HISTFILESIZE") for a in args):
+        return "turns shell history off"
+    if name in ("export", "set", "declare", "typeset", ":") and any(
+            re.match(r"(HISTFILE|HISTSIZE|HISTFILESIZE)=", a) or a == "history"
+            and "+o" in args for a in args):
+        return "turns shell history off"
+    if name == "journalctl" and any(a.startswith(("--vacuum", "--rotate", "--flush"))
+                                    for a in args):
+        return "deletes system journal entries"
+    if name in ("auditctl",) and ("-D" in args or "-e" in args):
+        return "turns off or clears the audit rules"
+    if name == "dmesg" and any(a in ("-c", "-C", "--clear", "--read-clear") for a in args):
+        return "clears the kernel log"
+    if name in ("logrotate", "utmpdump", "wipe", "srm"):
+        return f"{name} rewrites or wipes logs"
+    targets = list(write_targets(cmd))
+    if name in ("ln",) and len(targets) == 1:
+        pass
+    for t in targets + ([a for a in args if not a.startswith("-")] if name in (
+            "shred", "rm", "truncate", "unlink") else []):
+        if _HISTORY.search(t) or _LOGS.match(t):
+            return f"wipes {t} (shell history or system logs)"
+    return None
+
+
 def _sudo_guard(cmd: SimpleCommand) -> str | None:
     """Password piping into sudo (hermes-facts §10 step 3; failure case B30)."""
     for layer in cmd.layers:
@@ -211,6 +281,16 @@ def _ask(cmd: SimpleCommand) -> tuple[str, str, str] | None:
     sub = ops[0] if ops else ""
     if any(layer[0] in _PRIVILEGE for layer in cmd.layers):
         return "privilege", "privilege", "runs with elevated privileges"
+    if any(layer[0] in _RUNNERS for layer in cmd.layers):
+        return "privilege", "privilege", "runs a command in another namespace, root or unit"
+    if (forensic := _anti_forensics(cmd)) is not None:
+        return "anti_forensics", "anti_forensics", forensic
+    if name in ("mv", "rsync", "ln", "cp") and any(_is_home(t) for t in (
+            ops[:-1] if name == "mv" else ops[-1:] if name in ("ln", "rsync", "cp") else ops)):
+        if name == "mv" or "--delete" in args or name == "ln" or "-T" in args:
+            return "home_move", "destructive", "moves or replaces the home directory"
+    if (conf := next((t for t in write_targets(cmd) if _home_config(t)), None)) is not None:
+        return "home_config", "home_config", f"writes {conf}, a shell or agent config file"
     if name == "rm" and "-r" in args or name == "find" and "-delete" in args:
         return "recursive_delete", "destructive", "deletes a directory tree"
     if name in ("shred", "wipefs") or _MKFS.match(name) or name == "dd" and any(
@@ -273,9 +353,43 @@ _PARSER_FINDINGS: dict[str, tuple[Level, str, str]] = {
     "exec_process_substitution": ("ask", "remote_code", "runs a script from a substitution"),
     "inline_code": ("ask", "inline_code", "an interpreter runs inline code"),
     "fork_bomb": ("hardline", "destructive", "a fork bomb exhausts the host"),
+    "script_unreadable": ("ask", "remote_code", "runs a script the policy cannot read safely "
+                          "(outside the workspace, a symlink, missing or computed)"),
+    "script_opaque": ("ask", "remote_code", "runs a script whose effects cannot be seen"),
+    "exec_hook": ("ask", "exec_hook", "a program is told to run another command"),
+    "env_hook": ("ask", "exec_hook", "sets a variable that makes programs load or run code"),
+    "unknown_wrapper": ("ask", "exec_hook", "an unknown program may run the command after it"),
+    "download_exec": ("ask", "remote_code", "a download is piped to an interpreter"),
+    "schedules": ("ask", "system_admin", "schedules a command to run later (at/batch)"),
+    "remote_host": ("ask", "network", "runs a command on another host (ssh)"),
+    "xargs_operands": ("ask", "destructive", "xargs gives a writing or deleting command "
+                       "operands the policy cannot see"),
 }
 
-_SELF_EXPLAINED = frozenset({"pipe_to_shell"})
+RISK_SEVERITY: tuple[str, ...] = (
+    "destructive", "app_config", "workspace_destructive", "database", "infra", "git_history",
+    "anti_forensics", "privilege", "host_write", "home_config", "system_write", "remote_code",
+    "permissions", "obfuscation", "exec_hook", "network", "system_admin", "host_read",
+    "inline_code", "instruction_file", "deny_list", "unknown_tool")
+"""Risk classes from most to least severe: a request's class is the most severe of all
+its findings (issue 8 finding 6). A class not listed ranks after all of them."""
+
+DESTRUCTIVE_CLASSES = frozenset({"destructive", "workspace_destructive", "database", "infra",
+                                 "git_history", "anti_forensics", "host_write", "app_config"})
+"""Classes whose "session"/"always" rules match only the exact command approved (no extra
+operands or flags; issue 8 finding 7) and which, by default, a team admin other than the
+requester must approve (Team.admin_only_risk_classes)."""
+
+
+def most_severe(classes) -> str:
+    """The most severe of ``classes`` by RISK_SEVERITY ("" for none)."""
+    ranked = [c for c in classes if c]
+    if not ranked:
+        return ""
+    return min(ranked, key=lambda c: RISK_SEVERITY.index(c) if c in RISK_SEVERITY
+               else len(RISK_SEVERITY))
+
+_SELF_EXPLAINED = frozenset({"pipe_to_shell", "download_exec"})
 """Parser findings whose detail restates the reason instead of quoting the command: the
 reason stands alone (an approval card said "…from a pipe: a shell reads its script from a
 pipe")."""
@@ -304,10 +418,48 @@ def assess(parsed: ParsedCommand) -> tuple[Finding, ...]:
     return tuple(out)
 
 
-def rule_matches(pattern: str, parsed: ParsedCommand, index: int | None) -> bool:
-    """Does ``pattern`` (normalised like a command) match command ``index`` (any wrapper
-    layer), or, for ``index`` None, the whole normalised line? A pattern also matches a
-    command that continues with more arguments (``sudo`` matches ``sudo id``)."""
+def _canon(text: str) -> tuple[tuple[str, ...], ...]:
+    """A normalised command line as canonical argvs, one per simple command (split at
+    ``;`` tokens outside quotes); unparseable text gives ((text,),)."""
+    lexer = shlex.shlex(text, posix=True, punctuation_chars=";")
+    lexer.whitespace_split = True
+    try:
+        tokens = list(lexer)
+    except ValueError:
+        return ((text.strip(),),)
+    out: list[tuple[str, ...]] = []
+    group: list[str] = []
+    for token in [*tokens, ";"]:
+        if token and set(token) <= {";"}:
+            if group:
+                out.append(normalize_argv(tuple(group)))
+            group = []
+        else:
+            group.append(token)
+    return tuple(out)
+
+
+def rule_matches(pattern: str, parsed: ParsedCommand, index: int | None, *,
+                 exact: bool = False) -> bool:
+    """Does an allow rule ``pattern`` cover command ``index`` (None: the whole line)?
+
+    ``exact`` (the destructive classes, DESTRUCTIVE_CLASSES): the rule stores the normalised
+    program, flag set and operands, and matches only that: the whole line canonically equal,
+    or the one command (outermost layer, redirects included, run in the workspace) equal.
+    Never an extra operand or flag (issue 8 finding 7).
+    Otherwise the pattern (normalised like a command) matches any wrapper layer, or the
+    whole line, and also a command that continues with more arguments (``git`` covers
+    ``git status``)."""
+    if exact:
+        want = _canon(pattern)
+        if not want or want == ((pattern.strip(),),) and not pattern.strip():
+            return False
+        if want == _canon(parsed.normalized):
+            return True
+        if index is None or len(want) != 1:
+            return False
+        cmd = parsed.commands[index]
+        return cmd.cwd is None and _canon(cmd.display()) == want
     pat = normalize_pattern(pattern)
     if not pat:
         return False
@@ -316,10 +468,60 @@ def rule_matches(pattern: str, parsed: ParsedCommand, index: int | None) -> bool
     return any(fnmatchcase(t, pat) or fnmatchcase(t, pat + " *") for t in texts)
 
 
+def _split_flags(argv: tuple[str, ...]) -> tuple[str, frozenset[str], tuple[str, ...]]:
+    """(program with git subcommand, flag set with combined short flags split, operands)."""
+    if not argv:
+        return "", frozenset(), ()
+    head, rest = argv[0], list(argv[1:])
+    if head == "git" and rest:
+        head = f"git {rest.pop(0)}"
+    flags: set[str] = set()
+    operands: list[str] = []
+    for a in rest:
+        if a == "-" or not a.startswith("-"):
+            operands.append(a)
+        elif a.startswith("--"):
+            flags.add(a.split("=", 1)[0])
+        elif a[1:].isalpha():
+            flags.update(f"-{c}" for c in a[1:])
+        else:
+            flags.add(a)
+    return head, frozenset(flags), tuple(operands)
+
+
+def deny_matches(pattern: str, parsed: ParsedCommand) -> bool:
+    """Does deny rule ``pattern`` hit any command of ``parsed``? Deny rules match broadly:
+    any wrapper layer (an unknown wrapper's tail is a command of its own), the pattern's
+    flags a subset of the command's (``rm -rf build`` denies ``rm -rfv build``), its
+    operands a prefix (fnmatch per operand; ``*`` matches the rest), or the plain
+    normalised-pattern match of ``rule_matches``."""
+    try:
+        pat_argv = normalize_argv(tuple(shlex.split(pattern)))
+    except ValueError:
+        pat_argv = ()
+    p_head, p_flags, p_ops = _split_flags(pat_argv)
+    for i, cmd in enumerate(parsed.commands):
+        if rule_matches(pattern, parsed, i):
+            return True
+        if not p_head:
+            continue
+        for layer in cmd.layers:
+            head, flags, ops = _split_flags(layer)
+            if head != p_head or not p_flags <= flags:
+                continue
+            if p_ops and p_ops[-1] == "*":
+                fixed = p_ops[:-1]
+                if len(ops) >= len(fixed) and all(fnmatchcase(o, p) for o, p in
+                                                  zip(ops, fixed)):
+                    return True
+            elif len(ops) >= len(p_ops) and all(fnmatchcase(o, p) for o, p in zip(ops, p_ops)):
+                return True
+    return rule_matches(pattern, parsed, None)
+
+
 def first_matching_rule(patterns: tuple[str, ...], parsed: ParsedCommand) -> str | None:
-    """The first of ``patterns`` matching any command of ``parsed`` (see rule_matches)."""
+    """The first deny pattern of ``patterns`` matching ``parsed`` (see deny_matches)."""
     for p in patterns:
-        if any(rule_matches(p, parsed, i) for i in range(len(parsed.commands))) or \
-                rule_matches(p, parsed, None):
+        if deny_matches(p, parsed):
             return p
     return None

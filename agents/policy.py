@@ -38,8 +38,10 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any, Literal
 
-from agents.command_risk import assess, first_matching_rule, rule_matches, write_targets
-from agents.commands import ParsedCommand, parse_command
+from agents.command_risk import (DESTRUCTIVE_CLASSES, _home_config, assess,
+                                 first_matching_rule, most_severe, rule_matches, write_targets)
+from agents.commands import (UNKNOWN_CWD, ParsedCommand, SimpleCommand, WorkspaceReader,
+                             parse_command)
 from agents.errors import HarnessError
 from agents.identity import current_identity
 from agents.messages import ToolCall
@@ -72,6 +74,10 @@ class Decision:
     reason: str = ""
     risk_class: str = ""
     normalized: str = ""
+    risk_classes: tuple[str, ...] = ()
+    """Every risk class of every finding (``risk_class`` is the most severe of them): the
+    approval stores them all so an admin-only class is never hidden behind another, and
+    an allow without a human on a destructive class is audited (B32/B33)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -109,6 +115,18 @@ class PolicyContext:
     app_config_paths: tuple[str, ...] = ()
     sensitive_paths: tuple[str, ...] = ()
     extra_protected_names: tuple[str, ...] = ()
+    private_paths: tuple[str, ...] = ()
+    admin_only_risk_classes: tuple[str, ...] = ()
+    scratch_paths: tuple[str, ...] = ("/tmp", "/var/tmp", "/dev/shm")
+
+
+PRIVATE_PATHS_DOC = """``private_paths``: the app's data directory, its code, the workspace root (other
+users' workspaces) and HERMES home: on a host backend a command reading there asks and one
+writing there is denied (except inside the session's own workspace; issue 8 finding 2).
+``admin_only_risk_classes``: the session team's classes only another admin may approve;
+no bypass (session toggle or process-wide) skips them (finding 6).
+``scratch_paths``: directories outside the workspace a command may write without asking
+(checked on the resolved path, so a symlink there to a home file still asks: B33a)."""
 
 
 class BypassFrozen(HarnessError):
@@ -144,8 +162,11 @@ def bypass_frozen() -> bool:
     return bool(_BYPASS and _BYPASS[0])
 
 
-def _d(verdict: Verdict, rule: str, reason: str, risk: str = "", norm: str = "") -> Decision:
-    return Decision(verdict=verdict, rule=rule, reason=reason, risk_class=risk, normalized=norm)
+def _d(verdict: Verdict, rule: str, reason: str, risk: str = "", norm: str = "",
+       classes: tuple[str, ...] = ()) -> Decision:
+    classes = tuple(dict.fromkeys(c for c in (*classes, risk) if c))
+    return Decision(verdict=verdict, rule=rule, reason=reason, risk_class=risk, normalized=norm,
+                    risk_classes=classes)
 
 
 def check_command(command: str, ctx: PolicyContext) -> Decision:
@@ -194,29 +215,38 @@ def decide(call: ToolCall, ctx: PolicyContext) -> Decision:
 
 
 def _gate(call_id: str, ctx: PolicyContext, rule: str, risk: str, reason: str,
-          normalized: str, covered_by: Any) -> Decision:
-    """Steps 6, 8-11 for a call that would ask: human decision, bypass, rules, ask."""
+          normalized: str, covered_by: Any, classes: tuple[str, ...] = ()) -> Decision:
+    """Steps 6, 8-11 for a call that would ask: human decision, bypass, rules, ask.
+    A class in ``ctx.admin_only_risk_classes`` is never bypassed (issue 8 finding 6)."""
+    classes = classes or (risk,)
     if call_id in ctx.denied_call_ids:
         return _d("deny", "human_denied", ctx.denied_call_ids[call_id] or "denied by a person",
-                  risk, normalized)
+                  risk, normalized, classes)
     if call_id in ctx.approved_call_ids:
-        return _d("allow", "human_approved", ctx.approved_call_ids[call_id], risk, normalized)
-    if ctx.bypass:
-        return _d("allow", "bypass", f"approvals bypassed ({reason})", risk, normalized)
+        return _d("allow", "human_approved", ctx.approved_call_ids[call_id], risk, normalized,
+                  classes)
+    admin_only = set(classes) & set(ctx.admin_only_risk_classes)
+    if ctx.bypass and not admin_only:
+        return _d("allow", "bypass", f"approvals bypassed ({reason})", risk, normalized,
+                  classes)
     for rule_name, patterns in (("always_rule", ctx.always_rules),
                                 ("session_rule", ctx.session_rules)):
         hit = next((p for p in patterns if covered_by(p)), None)
         if hit is not None:
-            return _d("allow", rule_name, f"approved by rule {hit!r}", risk, normalized)
-    return _ask_or_deny(ctx, rule, risk, reason, normalized)
+            return _d("allow", rule_name, f"approved by rule {hit!r}", risk, normalized,
+                      classes)
+    if ctx.bypass:
+        reason = (f"{reason} (the bypass does not cover {', '.join(sorted(admin_only))}: "
+                  "a team admin must approve)")
+    return _ask_or_deny(ctx, rule, risk, reason, normalized, classes)
 
 
-def _ask_or_deny(ctx: PolicyContext, rule: str, risk: str, reason: str, normalized: str
-                 ) -> Decision:
+def _ask_or_deny(ctx: PolicyContext, rule: str, risk: str, reason: str, normalized: str,
+                 classes: tuple[str, ...] = ()) -> Decision:
     if ctx.unattended:
         return _d("deny", "unattended", f"no human can approve this here: {reason}", risk,
-                  normalized)
-    return _d("ask", rule, reason, risk, normalized)
+                  normalized, classes)
+    return _d("ask", rule, reason, risk, normalized, classes)
 
 
 def _human_gate(call_id: str, ctx: PolicyContext, rule: str, risk: str, reason: str,
@@ -326,52 +356,162 @@ def _decide_paths(call: ToolCall, args: dict[str, Any], ctx: PolicyContext, *, w
     return _d("allow", "workspace_write", "write inside the session workspace", "", shown)
 
 
-# --- commands ----------------------------------------------------------------------------
+# --- commands ---------------------------------------------------------------------------
 
-def _command_paths(parsed: ParsedCommand, ctx: PolicyContext
-                   ) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-    """(every path-like word, resolved; the write targets, resolved)."""
-    words: list[tuple[str, str]] = []
-    targets: list[tuple[str, str]] = []
-    for cmd in parsed.commands:
-        for t in write_targets(cmd):
-            targets.append(_resolve(t, ctx, cmd.cwd))
-        for w in (*cmd.argv[1:], *(t for _, t in cmd.redirects)):
-            w = w.split("=", 1)[1] if w.startswith("-") and "=" in w else w
-            if w and not w.startswith("-") and ("/" in w or w.startswith((".", "~", "$HOME"))):
-                words.append(_resolve(w, ctx, cmd.cwd))
-    return words + targets, targets
+_QUIET_DEVICES = re.compile(r"^/dev/(null|zero|full|stdout|stderr|stdin|tty|fd/\d+|"
+                            r"pts/\d+)$|^/proc/self/fd/\d+$")
+_PROC_PRIVATE = re.compile(r"^/proc/[^/]+/(environ|mem|root|cwd|map_files|auxv)(/|$)")
+HOST_SECRETS = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-",
+                "/etc/sudoers", "/etc/sudoers.d", "/etc/ssh", "/root", "/var/lib/postgresql",
+                "/etc/security/opasswd")
+"""Host files a command reading asks about on a host backend (issue 8 finding 9 is the
+sandbox's half)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _PathFinding:
+    """A finding from resolving a command's paths (same shape as command_risk.Finding)."""
+
+    level: str
+    rule: str
+    risk_class: str
+    reason: str
+    command: int | None
+
+
+def _word_paths(word: str) -> list[str]:
+    """The path a word may name: itself, the value of ``--opt=path``, a ``file:`` URI."""
+    if word.startswith("-"):
+        return [word.split("=", 1)[1]] if "=" in word and len(word.split("=", 1)[1]) else []
+    if word.startswith("file:"):
+        return [word[5:].split("?", 1)[0]]
+    return [word] if word else []
+
+
+def _mode_targets(cmd: SimpleCommand) -> tuple[str, ...]:
+    """Operands whose permissions or ownership ``cmd`` changes."""
+    name, args = cmd.argv[0], cmd.argv[1:]
+    ops = [a for a in args if not a.startswith("-")]
+    if name in ("chmod", "chown", "chgrp") and len(ops) >= 2:
+        return tuple(ops[1:])
+    if name in ("chattr", "setfacl") and ops:
+        return tuple(ops[1:] if name == "setfacl" else ops)
+    return ()
+
+
+def _private(real: str, lexical: str, ctx: PolicyContext, workspace: str) -> bool:
+    """Inside the app's data, code, other workspaces or HERMES home (and not inside this
+    session's own workspace)."""
+    if _within(real, workspace):
+        return False
+    return any(_within(real, os.path.realpath(p)) or _within(lexical, p)
+               for p in ctx.private_paths)
+
+
+def _path_findings(parsed: ParsedCommand, ctx: PolicyContext, workspace: str,
+                   host: bool) -> list[_PathFinding]:
+    """Findings from every operand and redirect, resolved (cwd tracked, symlinks resolved:
+    the rule reads the resolved file, not the path as typed; B33). ``host``: commands
+    run on the host (local backend), so reads of private paths ask and writes outside the
+    workspace ask; in the sandbox only workspace-destroying deletes are judged here."""
+    out: list[_PathFinding] = []
+    for i, cmd in enumerate(parsed.commands):
+        unknown = cmd.cwd == UNKNOWN_CWD
+        cwd = None if unknown else cmd.cwd
+        if cmd.name == "rm" and "-r" in cmd.argv or cmd.name in ("find",) and (
+                "-delete" in cmd.argv or "rm" in cmd.argv) or cmd.name == "shred" and (
+                "-r" in cmd.argv):
+            ops = [a for a in cmd.argv[1:] if not a.startswith("-")]
+            if cmd.name == "find":
+                ops = ops[:1] or ["."]
+            for t in ops:
+                if unknown and not t.startswith(("/", "~")):
+                    continue
+                lexical, real = _resolve(t.rstrip("*").rstrip("/") or t, ctx, cwd)
+                if real == workspace or lexical == workspace.rstrip("/") or (
+                        re.search(r"(^|/)(\*|\.\*|\.\[!.\]\*)$", t)
+                        and _resolve(posixpath.dirname(t) or ".", ctx, cwd)[1] == workspace):
+                    out.append(_PathFinding("ask", "workspace_destructive",
+                                            "workspace_destructive", "deletes the whole "
+                                            "workspace or most of it", i))
+                    break
+        if not host:
+            continue
+        writes = [*write_targets(cmd), *_mode_targets(cmd)]
+        for t in writes:
+            if _QUIET_DEVICES.match(t):
+                continue
+            if unknown and not t.startswith(("/", "~")):
+                out.append(_PathFinding("ask", "unknown_cwd", "host_write", f"writes {t} "
+                                        "from a working directory that cannot be known", i))
+                continue
+            lexical, real = _resolve(t, ctx, cwd)
+            if _sensitive(real, ctx):
+                out.append(_PathFinding("hardline", "app_config", "app_config",
+                                        f"{real} is the application's own configuration, "
+                                        "database or a credential file", i))
+            elif _private(real, lexical, ctx, workspace):
+                out.append(_PathFinding("hardline", "private_write", "app_config",
+                                        f"writes {real}: the application's own data, code "
+                                        "or another user's workspace", i))
+            elif not _within(real, workspace) and not any(
+                    _within(real, os.path.realpath(p)) for p in ctx.scratch_paths) \
+                    and not _QUIET_DEVICES.match(real):
+                out.append(_PathFinding("ask", "outside_workspace", "host_write",
+                                        f"writes {real}, outside the session workspace", i))
+            elif _within(real, workspace) and _home_config(
+                    "~/" + os.path.relpath(real, workspace)):
+                out.append(_PathFinding("ask", "home_config", "home_config",
+                                        f"writes {real}, a shell or agent config file in the "
+                                        "home directory", i))
+        words = [*cmd.argv[1:], *(t for _, t in cmd.redirects)]
+        for layer in cmd.layers[:-1]:
+            words += [w for w in layer[1:] if w.startswith("/")]
+        for w in words:
+            for path in _word_paths(w):
+                if unknown and not path.startswith(("/", "~")):
+                    continue
+                lexical, real = _resolve(path, ctx, cwd)
+                if _sensitive(real, ctx):
+                    out.append(_PathFinding("hardline", "app_config", "app_config",
+                                            f"{real} is the application's own configuration, "
+                                            "database or a credential file", i))
+                elif _private(real, lexical, ctx, workspace):
+                    out.append(_PathFinding("ask", "private_read", "host_read",
+                                            f"reads {real}: the application's own data or code"
+                                            " or another user's workspace", i))
+                elif _PROC_PRIVATE.match(lexical) or _PROC_PRIVATE.match(real) or any(
+                        _within(real, p) for p in HOST_SECRETS):
+                    out.append(_PathFinding("ask", "host_secret", "host_read",
+                                            f"reads {lexical}: another process's environment "
+                                            "or a host secret", i))
+    return out
 
 
 def _decide_command(call_id: str, command: str, ctx: PolicyContext) -> Decision:
-    parsed = parse_command(command)
-    norm = parsed.normalized if parsed.parseable else command
+    """Parse once, judge every effect, then the order of the module docstring. On an
+    isolated backend the hardline floor, the deny list, instruction files and commands
+    that destroy the (host-mounted, writable) workspace still apply (issue 8 item 3)."""
     if ctx.workspace is None:
-        return _d("deny", "missing_state", "no session workspace is known", "", norm)
-    findings = assess(parsed)
-    touched, targets = _command_paths(parsed, ctx)
+        return _d("deny", "missing_state", "no session workspace is known", "", command)
+    workspace = os.path.realpath(ctx.workspace)
+    parsed = parse_command(command, WorkspaceReader(workspace))
+    norm = parsed.normalized if parsed.parseable else command
+    isolated = ctx.backend_isolated and not ctx.backend_has_host_paths
+    findings: list[Any] = [*assess(parsed), *_path_findings(parsed, ctx, workspace,
+                                                            host=not isolated)]
+    targets = [_resolve(t, ctx, None if cmd.cwd == UNKNOWN_CWD else cmd.cwd)
+               for cmd in parsed.commands for t in write_targets(cmd)]
     denied_by = first_matching_rule(ctx.deny_rules, parsed)
     protected = [real for lexical, real in targets if _protected(lexical, real, ctx)]
-    if ctx.backend_isolated and not ctx.backend_has_host_paths:
-        if denied_by is not None:
-            return _d("deny", "deny_list", f"matches deny rule {denied_by!r}", "deny_list", norm)
-        if protected:
-            return _protected_gate(call_id, ctx, f"writes {protected[0]}, a file that "
-                                   "steers future sessions", norm)
-        if not parsed.parseable and ctx.deny_rules:
-            return _human_gate(call_id, ctx, "unparseable", "obfuscation", "cannot check the "
-                               "deny list against a command that does not parse", norm)
-        return _d("allow", "isolated_backend", "isolated backend: only the deny list applies",
-                  "", norm)
     hard = [f for f in findings if f.level == "hardline"]
     if hard:
-        return _d("deny", "hardline", hard[0].reason, hard[0].risk_class, norm)
-    config = next((real for _, real in touched if _sensitive(real, ctx)), None)
-    if config is not None:
-        return _d("deny", "app_config", f"{config} is the application's own configuration "
-                  "or a credential file", "app_config", norm)
+        first = min(hard, key=lambda f: 0 if f.rule == "hardline" else 1)
+        rule = "hardline" if first.rule == "hardline" else first.rule
+        return _d("deny", rule, first.reason, first.risk_class, norm,
+                  tuple(f.risk_class for f in hard))
     guard = [f for f in findings if f.level == "guard"]
-    if guard:
+    if guard and not isolated:
         return _d("deny", "sudo_guard", guard[0].reason, "privilege", norm)
     if denied_by is not None:
         return _d("deny", "deny_list", f"matches deny rule {denied_by!r}", "deny_list", norm)
@@ -382,12 +522,22 @@ def _decide_command(call_id: str, command: str, ctx: PolicyContext) -> Decision:
         return _human_gate(call_id, ctx, "unparseable", "obfuscation", "the command could not "
                            "be parsed, so the hardline floor cannot be checked", norm)
     asks = [f for f in findings if f.level == "ask"]
+    if isolated:
+        unasked = tuple(f.risk_class for f in asks if f.risk_class in DESTRUCTIVE_CLASSES)
+        asks = [f for f in asks if f.rule == "workspace_destructive"]
+        if not asks:
+            return _d("allow", "isolated_backend", "isolated backend: the floor, the deny list "
+                      "and workspace-destroying commands are checked", "", norm, unasked)
     if not asks:
         return _d("allow", "default_allow", "no risky pattern", "", norm)
 
     def covered_by(pattern: str) -> bool:
-        return all(rule_matches(pattern, parsed, f.command) for f in asks)
+        return all(rule_matches(pattern, parsed, f.command,
+                                exact=f.risk_class in DESTRUCTIVE_CLASSES) for f in asks)
 
-    first = asks[0]
+    risk = most_severe(f.risk_class for f in asks)
+    first = next(f for f in asks if f.risk_class == risk)
     reason = "; ".join(dict.fromkeys(f.reason for f in asks))
-    return _gate(call_id, ctx, first.rule, first.risk_class, reason, norm, covered_by)
+    classes = tuple(dict.fromkeys(f.risk_class for f in asks))
+    return _gate(call_id, ctx, first.rule, risk, reason, norm, covered_by,
+                 (risk, *classes))
