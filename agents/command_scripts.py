@@ -109,6 +109,13 @@ _OPAQUE_CALLS = {"exec", "eval", "compile", "__import__", "importlib.import_modu
                  "ctypes.CDLL", "ctypes.cdll.LoadLibrary", "os.execv", "os.execve",
                  "os.execvp", "os.execl", "os.execlp", "os.spawnv", "os.spawnl",
                  "os.posix_spawn", "os.posix_spawnp", "os.fork", "runpy.run_path"}
+_PATHLIB = {"unlink": "rm -f", "rmdir": "rmdir", "write_text": ": >", "write_bytes": ": >",
+            "touch": "touch", "chmod": "chmod 777"}
+_UNRESOLVED_HOOKS = {"system", "popen", "rmtree", "Popen", "check_output", "check_call",
+                     "getoutput", "getstatusoutput", "execv", "execve", "execvp", "execvpe",
+                     "execl", "execlp", "spawnv", "spawnl", "posix_spawn", "removedirs"}
+"""Attribute calls that reach a command or a tree delete through a name the alias map
+cannot resolve (``o = os; o.system(...)``): the script is opaque."""
 _HOOK_NAMES = {"system", "popen", "rmtree", "remove", "unlink", "execv", "execve", "Popen",
                "check_output", "check_call", "spawn", "chmod", "chown"}
 
@@ -123,6 +130,9 @@ def _literal(node: ast.AST) -> str | None:
 
 
 def _dotted(node: ast.AST, aliases: dict[str, str]) -> str:
+    if isinstance(node, ast.Call) and _dotted(node.func, aliases) in (
+            "__import__", "importlib.import_module") and node.args:
+        return _literal(node.args[0]) or ""  # __import__('os').system(...)
     if isinstance(node, ast.Name):
         return aliases.get(node.id, node.id)
     if isinstance(node, ast.Attribute):
@@ -184,6 +194,14 @@ def python_effects(source: str) -> ScriptEffects:
             if not (name in ("__import__", "importlib.import_module") and args
                     and _literal(args[0]) is not None):
                 opaque = opaque or f"{name}() runs code that cannot be read"
+        elif isinstance(node.func, ast.Attribute) and node.func.attr in _PATHLIB and \
+                isinstance(node.func.value, ast.Call) and _dotted(
+                node.func.value.func, aliases) in ("Path", "pathlib.Path", "PurePath"):
+            target = _literal(node.func.value.args[0]) if node.func.value.args else None
+            if target is not None:
+                commands.append(f"{_PATHLIB[node.func.attr]} {shlex.quote(target)}")
+        elif isinstance(node.func, ast.Attribute) and node.func.attr in _UNRESOLVED_HOOKS:
+            opaque = opaque or f"{name or node.func.attr}() may run a command"
         elif name == "getattr" and len(args) > 1:
             attr = _literal(args[1])
             if attr is None or attr in _HOOK_NAMES:

@@ -75,7 +75,7 @@ COMMAND_VARS = frozenset({"PAGER", "GIT_PAGER", "MANPAGER", "EDITOR", "VISUAL", 
                           "GIT_PROXY_COMMAND", "LESSOPEN", "LESSCLOSE", "BROWSER",
                           "SYSTEMD_PAGER", "PSQL_PAGER", "SUDO_EDITOR"})
 """Variables whose value another program runs as a command: parsed like one."""
-HOOK_VARS = frozenset({"BASH_ENV", "ENV", "PROMPT_COMMAND", "PS0", "PS1", "PS4", "SHELLOPTS",
+HOOK_VARS = frozenset({"BASH_ENV", "ENV", "PROMPT_COMMAND", "PS4", "SHELLOPTS",
                        "BASHOPTS", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT",
                        "DYLD_INSERT_LIBRARIES", "GCONV_PATH", "PYTHONSTARTUP", "PYTHONHOME",
                        "PERL5OPT", "PERL5LIB", "PERLLIB", "RUBYOPT", "RUBYLIB", "NODE_OPTIONS",
@@ -426,6 +426,11 @@ class _Walker:
         current: list[Word] | None = words
         xargs_blind = False
         while current:
+            while layers and len(current) > 1 and re.match(r"[A-Za-z_]\w*=", current[0].text):
+                # ``sudo X=1 cmd``: a wrapper passes the assignment on as environment
+                key, _, value = current[0].text.partition("=")
+                self.env_hook(key, Word(value, current[0].dyn), depth)
+                current = current[1:]
             head = current[0]
             if head.dyn:
                 self.findings.append(("dynamic_name", head.text))
@@ -496,7 +501,7 @@ class _Walker:
         elif name == "find":
             self.find_exec(inner, depth)
         elif INTERPRETER.fullmatch(name):
-            self.interpreter(cmd, inner, depth, mode)
+            self.interpreter(cmd, inner, depth, mode, data)
         elif name in AWKS:
             self.awk(inner, depth)
         elif name in EDITORS:
@@ -557,10 +562,12 @@ class _Walker:
         if name == "NODE_OPTIONS" and not re.search(r"(^|\s)(-r|--require|--import|--loader|"
                                                     r"--experimental-loader)\b", value.text):
             return
+        if value.dyn and re.fullmatch(r"\$\{?_?OLD_\w*(:-)?\}?", value.text):
+            return  # restoring a saved value (a venv's deactivate), not a new hook
         if name in HOOK_VARS or name.startswith(("BASH_FUNC_", "GIT_CONFIG_KEY_",
                                                  "GIT_CONFIG_VALUE_")):
             self.findings.append(("env_hook", f"{name}={value.text}"[:120]))
-            if name in ("PROMPT_COMMAND", "PS0", "PS1", "PS4", "GIT_CONFIG_VALUE_0"):
+            if name in ("PROMPT_COMMAND", "GIT_CONFIG_VALUE_0"):
                 self.parse(value.text, depth + 1)
 
     def script(self, path: Word, kind: str, depth: int, *, sourced: bool = False) -> None:
@@ -593,32 +600,50 @@ class _Walker:
         if effects.opaque:
             self.findings.append(("script_opaque", f"{path.text}: {effects.opaque}"))
 
-    def interpreter(self, cmd: SimpleCommand, inner: list[Word], depth: int, mode: str
-                    ) -> None:
-        """python / perl / ruby / node ...: inline code asks; a script operand is read."""
+    def interpreter(self, cmd: SimpleCommand, inner: list[Word], depth: int, mode: str,
+                    data: str | None) -> None:
+        """python / perl / ruby / node ...: inline code (``-c``/``-e``, a heredoc) and a
+        script operand are read and judged like a script (agents/command_scripts.py);
+        code read from a pipe cannot be seen and asks."""
         name = cmd.name
+        kind = "python" if name.startswith(("python", "pypy")) else "other"
         args = inner[1:]
-        if any(w.text in ("-c", "-e", "-r", "--eval", "-E", "-p", "--print") for w in args) \
-                and not (name.startswith("python") and any(w.text == "-m" for w in args[:1])):
-            self.findings.append(("inline_code", cmd.text()))
-            return
-        if (mode in ("pipe", "heredoc") and not args) or any(w.text == "-" for w in args):
-            self.findings.append(("inline_code", cmd.text()))
-            return
+        inline = ("-c",) if kind == "python" else ("-e", "-E", "-r", "--eval", "-p",
+                                                     "--print", "-pe", "-ne", "-le")
         i = 0
         while i < len(args):
             a = args[i].text
+            if a in inline or kind == "python" and a.startswith("-") and not a.startswith(
+                    "--") and a.endswith("c") and len(a) > 2:
+                payload = args[i + 1] if i + 1 < len(args) else None
+                if payload is None or payload.dyn == 2:
+                    self.findings.append(("inline_code", cmd.text()))
+                    return
+                self.code(payload.text, kind, depth, "inline code")
+                return
             if a in ("-m", "--version", "-V", "--help", "-h", "-i"):
                 return  # a module, or no script
+            if a == "-":
+                break
             if a in ("-W", "-X", "--require", "-I", "--inspect-port"):
                 i += 2
                 continue
             if a.startswith("-"):
                 i += 1
                 continue
-            kind = "python" if name.startswith("python") else "other"
             self.script(args[i], kind, depth)
             return
+        if data is not None and mode == "heredoc":
+            self.code(data, kind, depth, "a heredoc")
+        elif mode in ("pipe", "heredoc") or any(w.text == "-" for w in args):
+            self.findings.append(("inline_code", cmd.text()))
+
+    def code(self, text: str, kind: str, depth: int, what: str) -> None:
+        effects = python_effects(text) if kind == "python" else other_script_effects(text)
+        for line in effects.commands:
+            self.parse(line, depth + 1)
+        if effects.opaque:
+            self.findings.append(("script_opaque", f"{what}: {effects.opaque}"))
 
     def awk(self, inner: list[Word], depth: int) -> None:
         """awk's program: ``system("...")``, ``print | "cmd"``, ``"cmd" | getline``."""
@@ -651,8 +676,12 @@ class _Walker:
         pattern = re.compile(rf"\bsystem\s*\(\s*{literal}\s*\)|\|&?\s*{literal}"
                              rf"|{literal}\s*\|&?\s*getline")
         for m in pattern.finditer(prog):
-            payload = next(g for g in m.groups() if g is not None)
-            self.parse(decode_ansi_c(payload), depth + 1)
+            payload = decode_ansi_c(next(g for g in m.groups() if g is not None))
+            self.parse(payload, depth + 1)
+            first = payload.split(" ", 1)[0].rsplit("/", 1)[-1]
+            if m.group(0).lstrip().startswith("|") and (first in SHELLS
+                                                        or INTERPRETER.fullmatch(first)):
+                self.findings.append(("exec_hook", f"awk prints commands to {first}"))
         rest = pattern.sub("", prog)
         if re.search(r"\bsystem\s*\(|\|&?\s*getline|\b(print|printf)\b[^;{}]*\|", rest):
             self.findings.append(("exec_hook", "awk runs a command it computes"))
