@@ -276,3 +276,63 @@ def unwrap(words: list[Word]) -> list[Word] | None:
     if name == "xargs" and not rest:
         return [Word("echo")]
     return rest or None
+
+
+def prepare_for_parsing(text: str) -> str:
+    """Rewrite forms bashlex cannot read into equivalents with the same meaning for
+    analysis: ANSI-C quotes decoded, ``$IFS`` → space, ``[[ ]]`` → ``[ ]``, arithmetic
+    without substitutions → 0, quoted heredoc delimiters unquoted, ``time`` dropped."""
+    text = text.replace("\\\n", "")
+    text = _unquote_ansi_c(text)
+    text = re.sub(r"\$\{IFS[^}]*\}|\$IFS(?![A-Za-z0-9_])", " ", text)
+    text = re.sub(r"(?<!\S)\[\[(?=\s)", "[", text)
+    text = re.sub(r"(?<=\s)\]\](?=\s|;|$|&|\|)", "]", text)
+    text = re.sub(r"\$\(\(([^()$`]*)\)\)", "0", text)
+    text = re.sub(r"<<(-?)\s*(['\"])(\w+)\2", r"<<\1\3", text)
+    return re.sub(r"(^|[;&|(\n]\s*)time\s+(-p\s+)?", r"\1", text)
+
+
+_ANSI_C = re.compile(r"\$'((?:[^'\\]|\\.)*)'")
+
+
+def _unquote_ansi_c(text: str) -> str:
+    """Rewrite ``$'...'`` (outside other quotes only) as a plain single-quoted string with
+    the escapes decoded, and ``$"..."`` as ``"..."``."""
+    out: list[str] = []
+    quote: str | None = None
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c == "\\" and quote != "'":
+            out.append(text[i:i + 2])
+            i += 2
+            continue
+        if quote is None and text.startswith("$'", i) and (m := _ANSI_C.match(text, i)):
+            out.append("'" + decode_ansi_c(m.group(1)).replace("'", "'\\''") + "'")
+            i = m.end()
+            continue
+        if quote is None and text.startswith('$"', i):
+            i += 1
+            continue
+        if c in "'\"" and quote in (None, c):
+            quote = None if quote else c
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def in_double_quotes(template: str, marker: str) -> bool:
+    """Is ``marker`` inside double quotes in shell word ``template``?"""
+    quote: str | None = None
+    i = 0
+    while i < len(template):
+        if template.startswith(marker, i):
+            return quote == '"'
+        c = template[i]
+        if c == "\\" and quote != "'":
+            i += 2
+            continue
+        if c in "'\"" and quote in (None, c):
+            quote = None if quote else c
+        i += 1
+    return False

@@ -27,6 +27,7 @@ import re
 import shlex
 import stat
 from dataclasses import dataclass
+from typing import Protocol
 
 MAX_SCRIPT_BYTES = 256 * 1024
 """Scripts larger than this are not read (opaque: the policy asks)."""
@@ -241,3 +242,27 @@ def shebang_interpreter(source: str) -> str:
         rest = [w for w in words[1:] if not w.startswith("-") and "=" not in w]
         name = rest[0].rsplit("/", 1)[-1] if rest else ""
     return name
+
+
+class ScriptReader(Protocol):
+    """Reads scripts a command runs (agents/command_scripts.py). ``read``: the text, or
+    None when it cannot be read safely; ``inside``: whether a path is in the workspace."""
+
+    def read(self, path: str, cwd: str | None) -> str | None: ...
+
+    def inside(self, path: str, cwd: str | None) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class WorkspaceReader:
+    """The ScriptReader of one workspace: O_NOFOLLOW reads below ``workspace`` only."""
+
+    workspace: str
+
+    def read(self, path: str, cwd: str | None) -> str | None:
+        return read_workspace_file(self.workspace, path, cwd)
+
+    def inside(self, path: str, cwd: str | None) -> bool:
+        root = os.path.realpath(self.workspace)
+        return os.path.commonpath([os.path.realpath(path), root]) == root \
+            if path.startswith("/") else True

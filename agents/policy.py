@@ -31,17 +31,20 @@ from __future__ import annotations
 
 import json
 import os
-import posixpath
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any, Literal
 
-from agents.command_risk import (DESTRUCTIVE_CLASSES, _home_config, assess,
-                                 first_matching_rule, most_severe, rule_matches, write_targets)
-from agents.commands import (UNKNOWN_CWD, ParsedCommand, SimpleCommand, WorkspaceReader,
-                             parse_command)
+from agents.command_risk import assess, write_targets
+from agents.command_rules import (DESTRUCTIVE_CLASSES, first_matching_rule, most_severe,
+                                  rule_matches)
+from agents.command_scripts import WorkspaceReader
+from agents.command_tables import UNKNOWN_CWD
+from agents.commands import parse_command
+from agents.policy_paths import (PROTECTED_NAMES, is_protected, is_sensitive,  # noqa: F401
+                                 is_within, path_findings, resolve_path)
 from agents.errors import HarnessError
 from agents.identity import current_identity
 from agents.messages import ToolCall
@@ -52,10 +55,7 @@ READ_ONLY_TOOLS = frozenset({"read_file", "search_files", "skills_list", "skill_
                              "session_search"})
 WRITE_TOOLS = frozenset({"write_file", "patch"})
 COMMAND_TOOLS = frozenset({"terminal"})
-PROTECTED_NAMES = frozenset({"agents.md", "claude.md", "hermes.md", ".hermes.md", "soul.md",
-                             ".cursorrules", "skill.md"})
-"""Basenames (compared case-insensitively) of files that steer future sessions; any file
-under a ``skills`` directory is protected too (hermes-facts §10, seed "The gate ...")."""
+
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -267,46 +267,6 @@ def _protected_gate(call_id: str, ctx: PolicyContext, reason: str, normalized: s
     return _human_gate(call_id, ctx, "protected_file", "instruction_file", reason, normalized)
 
 
-# --- paths -------------------------------------------------------------------------------
-
-def _resolve(path: str, ctx: PolicyContext, cwd: str | None = None) -> tuple[str, str]:
-    """(lexical absolute path, realpath). ``~`` is the workspace (the command HOME and the
-    file tools' meaning); relative paths start at ``cwd`` or the workspace."""
-    base = ctx.workspace or "/"
-    text = re.sub(r"^(\$HOME|\$\{HOME\})(?=/|$)", "~", path)
-    if text == "~" or text.startswith("~/"):
-        text = posixpath.join(base, text[2:])
-    elif cwd and not text.startswith("/"):
-        text = posixpath.join(_resolve(cwd, ctx)[0], text)
-    lexical = posixpath.normpath(posixpath.join(base, text))
-    return lexical, os.path.realpath(lexical)
-
-
-def _within(path: str, root: str) -> bool:
-    try:
-        return os.path.commonpath([path, root]) == root
-    except ValueError:
-        return False
-
-
-def _sensitive(real: str, ctx: PolicyContext) -> bool:
-    """Inside the app's own config or a credential location (both sides resolved: B33b)."""
-    return any(_within(real, os.path.realpath(p))
-               for p in (*ctx.app_config_paths, *ctx.sensitive_paths))
-
-
-def _protected(lexical: str, real: str, ctx: PolicyContext) -> bool:
-    """An instruction file by its given name or its resolved name, case-insensitively."""
-    names = PROTECTED_NAMES | {n.lower() for n in ctx.extra_protected_names}
-    workspace = os.path.realpath(ctx.workspace) if ctx.workspace else "/"
-    for p in (lexical, real):
-        rel = os.path.relpath(p, workspace) if _within(p, workspace) else p
-        parts = [x.lower() for x in rel.split("/") if x]
-        if parts and (parts[-1] in names or "skills" in parts[:-1]):
-            return True
-    return False
-
-
 def _call_paths(call: ToolCall, args: dict[str, Any]) -> list[str] | None:
     """Paths a file tool touches; None when the arguments do not say (→ deny)."""
     if call.name in ("skills_list", "skill_view", "session_search"):
@@ -338,18 +298,18 @@ def _decide_paths(call: ToolCall, args: dict[str, Any], ctx: PolicyContext, *, w
     if ctx.workspace is None:
         return _d("deny", "missing_state", "no session workspace is known")
     workspace = os.path.realpath(ctx.workspace)
-    resolved = [_resolve(p, ctx) for p in paths]
+    resolved = [resolve_path(p, ctx) for p in paths]
     shown = ", ".join(real for _, real in resolved)
     for lexical, real in resolved:
-        if _sensitive(real, ctx):
+        if is_sensitive(real, ctx):
             return _d("deny", "app_config", f"{real} is the application's own configuration "
                       "or a credential file", "app_config", real)
-        if not _within(real, workspace):
+        if not is_within(real, workspace):
             return _d("deny", "outside_workspace", f"{real} resolves outside the session "
                       "workspace", "host_write" if write else "host_read", real)
     if not write:
         return _d("allow", "read_only", "read-only tool inside the workspace", "", shown)
-    if any(_protected(lexical, real, ctx) for lexical, real in resolved):
+    if any(is_protected(lexical, real, ctx) for lexical, real in resolved):
         return _protected_gate(call.id, ctx, "writes a file that steers future sessions "
                                "(instruction or skill file); a multi-file edit is gated whole",
                                shown)
@@ -357,136 +317,6 @@ def _decide_paths(call: ToolCall, args: dict[str, Any], ctx: PolicyContext, *, w
 
 
 # --- commands ---------------------------------------------------------------------------
-
-_QUIET_DEVICES = re.compile(r"^/dev/(null|zero|full|stdout|stderr|stdin|tty|fd/\d+|"
-                            r"pts/\d+)$|^/proc/self/fd/\d+$")
-_PROC_PRIVATE = re.compile(r"^/proc/[^/]+/(environ|mem|root|cwd|map_files|auxv)(/|$)")
-HOST_SECRETS = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-",
-                "/etc/sudoers", "/etc/sudoers.d", "/etc/ssh", "/root", "/var/lib/postgresql",
-                "/etc/security/opasswd")
-"""Host files a command reading asks about on a host backend (issue 8 finding 9 is the
-sandbox's half)."""
-
-
-@dataclass(frozen=True, slots=True)
-class _PathFinding:
-    """A finding from resolving a command's paths (same shape as command_risk.Finding)."""
-
-    level: str
-    rule: str
-    risk_class: str
-    reason: str
-    command: int | None
-
-
-def _word_paths(word: str) -> list[str]:
-    """The path a word may name: itself, the value of ``--opt=path``, a ``file:`` URI."""
-    if word.startswith("-"):
-        return [word.split("=", 1)[1]] if "=" in word and len(word.split("=", 1)[1]) else []
-    if word.startswith("file:"):
-        return [word[5:].split("?", 1)[0]]
-    return [word] if word else []
-
-
-def _mode_targets(cmd: SimpleCommand) -> tuple[str, ...]:
-    """Operands whose permissions or ownership ``cmd`` changes."""
-    name, args = cmd.argv[0], cmd.argv[1:]
-    ops = [a for a in args if not a.startswith("-")]
-    if name in ("chmod", "chown", "chgrp") and len(ops) >= 2:
-        return tuple(ops[1:])
-    if name in ("chattr", "setfacl") and ops:
-        return tuple(ops[1:] if name == "setfacl" else ops)
-    return ()
-
-
-def _private(real: str, lexical: str, ctx: PolicyContext, workspace: str) -> bool:
-    """Inside the app's data, code, other workspaces or HERMES home (and not inside this
-    session's own workspace)."""
-    if _within(real, workspace):
-        return False
-    return any(_within(real, os.path.realpath(p)) or _within(lexical, p)
-               for p in ctx.private_paths)
-
-
-def _path_findings(parsed: ParsedCommand, ctx: PolicyContext, workspace: str,
-                   host: bool) -> list[_PathFinding]:
-    """Findings from every operand and redirect, resolved (cwd tracked, symlinks resolved:
-    the rule reads the resolved file, not the path as typed; B33). ``host``: commands
-    run on the host (local backend), so reads of private paths ask and writes outside the
-    workspace ask; in the sandbox only workspace-destroying deletes are judged here."""
-    out: list[_PathFinding] = []
-    for i, cmd in enumerate(parsed.commands):
-        unknown = cmd.cwd == UNKNOWN_CWD
-        cwd = None if unknown else cmd.cwd
-        if cmd.name == "rm" and "-r" in cmd.argv or cmd.name in ("find",) and (
-                "-delete" in cmd.argv or "rm" in cmd.argv) or cmd.name == "shred" and (
-                "-r" in cmd.argv):
-            ops = [a for a in cmd.argv[1:] if not a.startswith("-")]
-            if cmd.name == "find":
-                ops = ops[:1] or ["."]
-            for t in ops:
-                if unknown and not t.startswith(("/", "~")):
-                    continue
-                lexical, real = _resolve(t.rstrip("*").rstrip("/") or t, ctx, cwd)
-                if real == workspace or lexical == workspace.rstrip("/") or (
-                        re.search(r"(^|/)(\*|\.\*|\.\[!.\]\*)$", t)
-                        and _resolve(posixpath.dirname(t) or ".", ctx, cwd)[1] == workspace):
-                    out.append(_PathFinding("ask", "workspace_destructive",
-                                            "workspace_destructive", "deletes the whole "
-                                            "workspace or most of it", i))
-                    break
-        if not host:
-            continue
-        writes = [*write_targets(cmd), *_mode_targets(cmd)]
-        for t in writes:
-            if _QUIET_DEVICES.match(t):
-                continue
-            if unknown and not t.startswith(("/", "~")):
-                out.append(_PathFinding("ask", "unknown_cwd", "host_write", f"writes {t} "
-                                        "from a working directory that cannot be known", i))
-                continue
-            lexical, real = _resolve(t, ctx, cwd)
-            if _sensitive(real, ctx):
-                out.append(_PathFinding("hardline", "app_config", "app_config",
-                                        f"{real} is the application's own configuration, "
-                                        "database or a credential file", i))
-            elif _private(real, lexical, ctx, workspace):
-                out.append(_PathFinding("hardline", "private_write", "app_config",
-                                        f"writes {real}: the application's own data, code "
-                                        "or another user's workspace", i))
-            elif not _within(real, workspace) and not any(
-                    _within(real, os.path.realpath(p)) for p in ctx.scratch_paths) \
-                    and not _QUIET_DEVICES.match(real):
-                out.append(_PathFinding("ask", "outside_workspace", "host_write",
-                                        f"writes {real}, outside the session workspace", i))
-            elif _within(real, workspace) and _home_config(
-                    "~/" + os.path.relpath(real, workspace)):
-                out.append(_PathFinding("ask", "home_config", "home_config",
-                                        f"writes {real}, a shell or agent config file in the "
-                                        "home directory", i))
-        words = [*cmd.argv[1:], *(t for _, t in cmd.redirects)]
-        for layer in cmd.layers[:-1]:
-            words += [w for w in layer[1:] if w.startswith("/")]
-        for w in words:
-            for path in _word_paths(w):
-                if unknown and not path.startswith(("/", "~")):
-                    continue
-                lexical, real = _resolve(path, ctx, cwd)
-                if _sensitive(real, ctx):
-                    out.append(_PathFinding("hardline", "app_config", "app_config",
-                                            f"{real} is the application's own configuration, "
-                                            "database or a credential file", i))
-                elif _private(real, lexical, ctx, workspace):
-                    out.append(_PathFinding("ask", "private_read", "host_read",
-                                            f"reads {real}: the application's own data or code"
-                                            " or another user's workspace", i))
-                elif _PROC_PRIVATE.match(lexical) or _PROC_PRIVATE.match(real) or any(
-                        _within(real, p) for p in HOST_SECRETS):
-                    out.append(_PathFinding("ask", "host_secret", "host_read",
-                                            f"reads {lexical}: another process's environment "
-                                            "or a host secret", i))
-    return out
-
 
 def _decide_command(call_id: str, command: str, ctx: PolicyContext) -> Decision:
     """Parse once, judge every effect, then the order of the module docstring. On an
@@ -498,12 +328,12 @@ def _decide_command(call_id: str, command: str, ctx: PolicyContext) -> Decision:
     parsed = parse_command(command, WorkspaceReader(workspace))
     norm = parsed.normalized if parsed.parseable else command
     isolated = ctx.backend_isolated and not ctx.backend_has_host_paths
-    findings: list[Any] = [*assess(parsed), *_path_findings(parsed, ctx, workspace,
+    findings: list[Any] = [*assess(parsed), *path_findings(parsed, ctx, workspace,
                                                             host=not isolated)]
-    targets = [_resolve(t, ctx, None if cmd.cwd == UNKNOWN_CWD else cmd.cwd)
+    targets = [resolve_path(t, ctx, None if cmd.cwd == UNKNOWN_CWD else cmd.cwd)
                for cmd in parsed.commands for t in write_targets(cmd)]
     denied_by = first_matching_rule(ctx.deny_rules, parsed)
-    protected = [real for lexical, real in targets if _protected(lexical, real, ctx)]
+    protected = [real for lexical, real in targets if is_protected(lexical, real, ctx)]
     hard = [f for f in findings if f.level == "hardline"]
     if hard:
         first = min(hard, key=lambda f: 0 if f.rule == "hardline" else 1)

@@ -69,6 +69,8 @@ EXPECTED: dict[str, Expect] = {
     "approval_rule_revoke": Expect(method="POST", owner=302, other=404, admin=302),
     "session_bypass": Expect(method="POST", owner=302, other=404, admin=404,
                              data={"enabled": "on"}),
+    # a team's approval policy: its admins only (a plain member sees a 404 too)
+    "team_settings": Expect(method="GET", owner=404, other=404, admin=200),
 }
 WEBSOCKET_EXPECTED = {
     # route pattern → per actor: True (accepted) or the close code.
@@ -124,7 +126,8 @@ def world(people, session_a, session_b, ask):
         rule_source = ask(session, turn, command=f"make deploy-{owner}")
         approval_decide(user=people[owner], approval_id=rule_source.pk, choice="always")
         objects[owner] = {"session_id": session.pk, "approval_id": ask(session, turn).pk,
-                          "rule_id": ApprovalRule.objects.get(user=people[owner]).pk}
+                          "rule_id": ApprovalRule.objects.get(user=people[owner]).pk,
+                          "team_id": session.team_id}
     return objects
 
 
