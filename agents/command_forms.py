@@ -88,6 +88,22 @@ def normalize_argv(argv: tuple[str, ...]) -> tuple[str, ...]:
     return (*head, *sorted(flags), *operands)
 
 
+def git_globals(argv: tuple[str, ...]) -> tuple[str, ...]:
+    """The global options before a git subcommand (``git -C d -c k=v push`` gives
+    ("-C", "d", "-c", "k=v")), which normalize_argv drops: they change which repository and
+    configuration the command acts on, so an exact rule must still see them."""
+    if not argv or argv[0].rsplit("/", 1)[-1] != "git":
+        return ()
+    out: list[str] = []
+    rest = list(argv[1:])
+    while rest and rest[0].startswith("-"):
+        opt = rest.pop(0)
+        out.append(opt)
+        if opt in _GIT_GLOBAL_WITH_ARG and rest:
+            out.append(rest.pop(0))
+    return tuple(out)
+
+
 def normalize_pattern(pattern: str) -> str:
     """A deny/always rule pattern in the same canonical form as commands (so the rule
     ``rm -rf *`` matches ``rm --force --recursive x``). Falls back to the stripped text."""

@@ -12,7 +12,7 @@ import shlex
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING
 
-from agents.command_forms import normalize_argv, normalize_pattern
+from agents.command_forms import git_globals, normalize_argv, normalize_pattern
 
 if TYPE_CHECKING:
     from agents.commands import ParsedCommand
@@ -62,7 +62,9 @@ def _canon(text: str) -> tuple[tuple[str, ...], ...]:
     for token in [*tokens, ";"]:
         if token and set(token) <= {";"}:
             if group:
-                out.append(normalize_argv(tuple(group)))
+                canon = normalize_argv(tuple(group))
+                # git's global options stay: ``git -C other push -f`` is another command
+                out.append(canon[:1] + git_globals(tuple(group)) + canon[1:])
             group = []
         else:
             group.append(token)

@@ -158,7 +158,14 @@ def python_effects(source: str) -> ScriptEffects:
                 aliases[a.asname or a.name] = f"{node.module}.{a.name}"
     commands: list[str] = []
     opaque = ""
+    called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    hooks = _SHELL_CALLS | set(_PATH_CALLS) | set(_PAIR_CALLS) | _OPAQUE_CALLS
     for node in ast.walk(tree):
+        if isinstance(node, (ast.Attribute, ast.Name)) and id(node) not in called and \
+                isinstance(getattr(node, "ctx", None), ast.Load) and \
+                _dotted(node, aliases) in hooks - {"exec", "eval", "compile"}:
+            # ``f = os.system; f(...)``: a hook passed around cannot be followed
+            opaque = opaque or f"{_dotted(node, aliases)} is referenced, not called"
         if not isinstance(node, ast.Call):
             continue
         name = _dotted(node.func, aliases)

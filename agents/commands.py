@@ -19,8 +19,8 @@ from typing import Any
 
 import bashlex
 
-from agents.command_forms import (Word, in_double_quotes, normalize_argv, prepare_for_parsing,
-                                  static_output, unwrap)
+from agents.command_forms import (Word, git_globals, in_double_quotes, normalize_argv,
+                                  prepare_for_parsing, static_output, unwrap)
 from agents.command_hooks import HookWalker
 from agents.command_scripts import ScriptReader
 from agents.command_tables import (AWKS, DOWNLOADERS, EDITORS, GLOB_CANDIDATES, INTERPRETER,
@@ -44,6 +44,9 @@ class SimpleCommand:
     stdin: str = ""
     stdin_text: str | None = None
     cwd: str | None = None
+    options: tuple[str, ...] = ()
+    """git's global options (``-C dir``, ``-c key=value``), dropped from ``layers`` so rules
+    read the subcommand, kept here and in ``display`` so an exact rule sees them."""
 
     @property
     def argv(self) -> tuple[str, ...]:
@@ -58,7 +61,8 @@ class SimpleCommand:
 
     def display(self) -> str:
         """The outermost layer plus redirections, for people (``sudo -n id > out``)."""
-        return " ".join((*(shlex.quote(w) if w else "''" for w in self.layers[0]),
+        outer = self.layers[0][:1] + self.options + self.layers[0][1:]
+        return " ".join((*(shlex.quote(w) if w else "''" for w in outer),
                          *(f"{op} {shlex.quote(t)}" for op, t in self.redirects)))
 
 
@@ -323,7 +327,8 @@ class _Walker(HookWalker):
             return ""
         inner = [w for w in (current or [])]
         cmd = SimpleCommand(layers=tuple(layers), redirects=redirects, stdin=mode,
-                            stdin_text=data, cwd=self.cwd)
+                            stdin_text=data, cwd=self.cwd,
+                            options=git_globals(tuple(w.text for w in words)))
         self.commands.append(cmd)
         name = cmd.name
         if xargs_blind and name in WRITE_PROGRAMS:
