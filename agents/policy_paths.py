@@ -56,7 +56,10 @@ def is_sensitive(real: str, ctx: PolicyContext) -> bool:
 
 
 def is_protected(lexical: str, real: str, ctx: PolicyContext) -> bool:
-    """An instruction file by its given name or its resolved name, case-insensitively."""
+    """An instruction file by its given name or its resolved name, case-insensitively; or
+    a repository's ``.git/config`` or ``.git/hooks/*``, which name programs git runs on
+    later commands (aliases beginning with ``!``, core.fsmonitor, hooks): they steer
+    future behaviour the same way."""
     names = PROTECTED_NAMES | {n.lower() for n in ctx.extra_protected_names}
     workspace = os.path.realpath(ctx.workspace) if ctx.workspace else "/"
     for p in (lexical, real):
@@ -64,6 +67,10 @@ def is_protected(lexical: str, real: str, ctx: PolicyContext) -> bool:
         parts = [x.lower() for x in rel.split("/") if x]
         if parts and (parts[-1] in names or "skills" in parts[:-1]):
             return True
+        if ".git" in parts[:-1]:
+            after = parts[parts.index(".git") + 1:]
+            if after in (["config"], ["config.worktree"]) or after[:1] == ["hooks"]:
+                return True
     return False
 
 

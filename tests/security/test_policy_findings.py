@@ -339,3 +339,21 @@ def test_b32_a_bypassed_recursive_delete_gets_an_audit_entry(alice_session, peop
     assert turn.status == Turn.Status.COMPLETED and not (ws / "build").exists()
     entry = AuditEntry.objects.get(action="command.unasked", session=session)
     assert entry.detail["rule"] == "bypass" and entry.detail["command"] == "rm -f -r build"
+
+
+def test_finding_3_git_config_and_hooks_written_by_a_tool_ask_every_time(alice_session,
+                                                                        people):
+    """A ``[alias] x = !rm -rf ~`` or a core.fsmonitor written into .git/config by
+    write_file would run on a later, innocent-looking git command: such writes ask, one
+    at a time, even under bypass."""
+    from agents.messages import ToolCall
+    from agents.policy import decide
+
+    session, ws = alice_session
+    ctx = replace(ctx_for(session, people["alice"]), bypass=True)
+    for path in (".git/config", ".git/hooks/pre-commit", "sub/.git/hooks/post-checkout"):
+        call = ToolCall(id="c1", name="write_file",
+                        arguments=f'{{"path": "{path}", "content": "x"}}')
+        assert decide(call, ctx).verdict == "ask", path
+    assert check("echo '[alias] x = !sh' >> .git/config", ctx) == "ask"
+    assert check("git -c alias.x='!rm -rf /' x", ctx) == "deny"
