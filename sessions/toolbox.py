@@ -14,8 +14,8 @@ from types import MappingProxyType
 from django.conf import settings
 
 from agents.backends import Backend
-from agents.command_rules import DESTRUCTIVE_CLASSES
 from agents.backends.local import LocalBackend
+from agents.command_rules import DESTRUCTIVE_CLASSES
 from agents.identity import current_identity
 from agents.messages import Message as AgentMessage
 from agents.messages import ToolCall
