@@ -7,8 +7,6 @@ views only show it.
 
 from __future__ import annotations
 
-import importlib.util
-
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import logout
@@ -22,29 +20,17 @@ from accounts.forms import TeamPolicyForm
 from accounts.models import Membership
 from accounts.services import team_get_for_admin, team_policy_set
 
-from sessions.events import group_publish, user_group
 from sessions.services import provider_default
+from sessions.toolbox import backend_kind, confinement
 
 
 @require_POST
 def logout_view(request: HttpRequest) -> HttpResponse:
-    """POST-only logout (a GET link could be triggered by any page). Publishes
-    {"type": "force.close"} to the user's group first, so their open chat sockets close."""
-    if request.user.is_authenticated:
-        group_publish(user_group(request.user.pk), {}, kind="force.close")
+    """POST-only logout (a GET link could be triggered by any page). The sockets opened with
+    this login are closed by the user_logged_out receiver (sessions/signals.py), which every
+    logout path (this view, the admin's) goes through."""
     logout(request)
     return redirect(settings.LOGOUT_REDIRECT_URL)
-
-
-def approval_backend() -> str:
-    """Where tool commands run: "sandbox" when HERMES_BACKEND allows it and the host
-    supports it (agents/backends/sandbox.py), else "local"."""
-    choice = settings.HERMES.get("BACKEND", "auto")
-    if choice == "local" or importlib.util.find_spec("agents.backends.sandbox") is None:
-        return "local"
-    from agents.backends.sandbox import sandbox_available
-
-    return "sandbox" if sandbox_available() else "local"
 
 
 @login_required
@@ -54,7 +40,8 @@ def settings_view(request: HttpRequest) -> HttpResponse:
     provider, model = provider_default()
     hermes = settings.HERMES
     context = {
-        "provider": provider, "model": model, "backend": approval_backend(),
+        "provider": provider, "model": model, "backend": backend_kind(),
+        "confinement": confinement(),
         "backend_setting": hermes.get("BACKEND", "auto"), "yolo": hermes.get("YOLO", False),
         "simulator": provider == "simulator",
         "max_iterations": hermes.get("MAX_ITERATIONS"),

@@ -11,12 +11,16 @@ breakpoints go is agents/cache.py's business, not this module's; so is any datab
 from __future__ import annotations
 
 import hashlib
+import stat
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 from typing import Iterable
+
+from agents.errors import ToolError
+from agents.tools.workspace import Workspace
 
 TIER_SEPARATOR = "\n\n"
 """Tiers and sections are joined with a blank line (hermes-facts §2)."""
@@ -81,7 +85,7 @@ CONTEXT_FILE_HEADER = ("# Project Context\n\nThe following project context file 
 LOCAL_CONTEXT_FILES = ("AGENTS.md", "CLAUDE.md", ".cursorrules")
 """Looked up in the workspace only, in this order, after the HERMES.md walk (hermes-facts §2)."""
 HERMES_CONTEXT_FILES = ("HERMES.md", ".hermes.md")
-"""Looked up in each directory from the workspace up to the repository root."""
+"""Looked up first, in the workspace root only (never above it: issue 8 finding 4)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -155,43 +159,34 @@ def cap_context_text(text: str, name: str, *, limit: int = CONTEXT_FILE_MAX_CHAR
     return text[:head] + marker + text[len(text) - tail:]
 
 
-def _repository_root(start: Path) -> Path | None:
-    for directory in (start, *start.parents):
-        if (directory / ".git").exists():
-            return directory
-    return None
-
-
 def find_context_file(workspace: Path) -> Path | None:
-    """The first project context file, first match wins (hermes-facts §2):
-
-    1. HERMES.md then .hermes.md in the workspace, then in each parent up to and including the
-       repository root (the nearest directory holding ``.git``); with no repository above the
-       workspace only the workspace itself is searched, never the rest of the filesystem;
-    2. AGENTS.md, 3. CLAUDE.md, 4. .cursorrules, in the workspace only.
+    """The first project context file, first match wins (hermes-facts §2, narrowed by issue 8
+    finding 4): HERMES.md, .hermes.md, AGENTS.md, CLAUDE.md, .cursorrules, in the workspace
+    root only. hermes walks up to the git root; here the walk stops at the workspace root,
+    because everything above it (the workspaces root, a checkout holding it) is shared with
+    other users, and a file planted there would reach their prompts. A name that is a
+    symlink, a hard-linked file, a FIFO or a socket does not count (agents/tools/workspace.py).
     """
-    workspace = workspace.resolve()
-    root = _repository_root(workspace)
-    walk = [workspace]
-    if root is not None:
-        walk = [workspace, *[p for p in workspace.parents if p.is_relative_to(root)]]
-    for directory in walk:
-        for name in HERMES_CONTEXT_FILES:
-            if (directory / name).is_file():
-                return directory / name
-    for name in LOCAL_CONTEXT_FILES:
-        if (workspace / name).is_file():
-            return workspace / name
+    ws = Workspace(workspace)
+    for name in (*HERMES_CONTEXT_FILES, *LOCAL_CONTEXT_FILES):
+        info = ws.lstat(name)
+        if info is not None and stat.S_ISREG(info.st_mode):
+            return ws.root / name
     return None
 
 
 def load_context_file(workspace: Path) -> str:
-    """The context-file section for the context tier, or "" when none is found or it is blank:
-    the header, then the file's text with front-matter stripped and capped at 20,000 chars."""
+    """The context-file section for the context tier, or "" when none is found, it is blank,
+    or it cannot be opened confined (a link swapped in after discovery): the header, then
+    the file's text with front-matter stripped and capped at 20,000 chars."""
     path = find_context_file(workspace)
     if path is None:
         return ""
-    body = strip_front_matter(_read(path)).strip()
+    try:
+        raw = Workspace(workspace).read_bytes(path.name)
+    except ToolError:
+        return ""
+    body = strip_front_matter(raw.decode("utf-8", errors="replace")).strip()
     if not body:
         return ""
     return (CONTEXT_FILE_HEADER.format(name=path.name) + TIER_SEPARATOR

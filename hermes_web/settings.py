@@ -19,6 +19,7 @@ import secrets
 from pathlib import Path
 
 import dj_database_url
+from csp import constants as csp_constants
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -42,8 +43,17 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()] if value else default
 
 
-DATA_DIR = Path(env_str("HERMES_DATA_DIR", str(BASE_DIR / "var"))).resolve()
-DATA_DIR.mkdir(parents=True, exist_ok=True)
+def _default_data_dir() -> Path:
+    """$XDG_DATA_HOME/hermes-web, else ~/.local/share/hermes-web: outside the checkout and
+    every git tree, so an agent's `git reset --hard` in a workspace can never reach the app's
+    repository and Landlock can keep the app's code unreadable (issue 8 finding 5)."""
+    xdg = env_str("XDG_DATA_HOME")
+    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".local" / "share"
+    return base / "hermes-web"
+
+
+DATA_DIR = Path(env_str("HERMES_DATA_DIR") or str(_default_data_dir())).resolve()
+DATA_DIR.mkdir(parents=True, exist_ok=True, mode=0o700)
 
 
 def _secret_key() -> str:
@@ -88,6 +98,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -96,6 +107,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "hermes_web.middleware.HtmxLoginRedirectMiddleware",
     "axes.middleware.AxesMiddleware",
 ]
 
@@ -195,6 +207,26 @@ SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False
 SESSION_COOKIE_SAMESITE = "Lax"
 
+# --- Content-Security-Policy (django-csp 4.x: one dict, directives keyed by name) ----------
+# Issue 8, finding 10. Everything from this origin only: no inline script or handler (pages
+# use static/*.js), no eval, no inline style, no image from another host (a reply cannot leak
+# data in an image URL even if one slipped past sessions/rendering.py), no plugins, no
+# framing. connect-src 'self' covers this origin's ws:// and wss:// (CSP Level 3).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [csp_constants.SELF],
+        "script-src": [csp_constants.SELF],
+        "style-src": [csp_constants.SELF],
+        "img-src": [csp_constants.SELF],
+        "connect-src": [csp_constants.SELF],
+        "font-src": [csp_constants.SELF],
+        "object-src": [csp_constants.NONE],
+        "base-uri": [csp_constants.NONE],
+        "form-action": [csp_constants.SELF],
+        "frame-ancestors": [csp_constants.NONE],
+    },
+}
+
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = False
@@ -262,6 +294,10 @@ HERMES = {
     "YOLO": env_bool("HERMES_YOLO", False),
     "APPROVAL_TIMEOUT_SECONDS": int(env_str("HERMES_APPROVAL_TIMEOUT", "300")),
     "BACKEND": env_str("HERMES_BACKEND", "auto"),  # auto | local | sandbox
+    # The unprivileged host uid/gid sandboxed commands run as when the worker is root.
+    "SANDBOX_UID": int(env_str("HERMES_SANDBOX_UID", "61000")),
+    # Local backend: Landlock where the kernel has it (auto), demanded (landlock), or off.
+    "LOCAL_CONFINEMENT": env_str("HERMES_LOCAL_CONFINEMENT", "auto"),
     # Turn lease (seconds); renewed every iteration.
     "LEASE_SECONDS": int(env_str("HERMES_LEASE_SECONDS", "120")),
     # Context management (agents/compaction.py, agents/prune.py).

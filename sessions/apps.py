@@ -18,3 +18,5 @@ class SessionsConfig(AppConfig):
         from agents.policy import freeze_bypass
 
         freeze_bypass(settings.HERMES["YOLO"])
+
+        import sessions.signals  # noqa: F401  (connects the socket-closing receivers)

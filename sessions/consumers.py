@@ -6,6 +6,13 @@ order. The consumer joins the groups BEFORE reading the backlog and buffers live
 the backlog is sent, so an event committed in between is neither lost nor sent twice; a live
 event that skips a seq triggers a database read of the gap. No business logic here: a
 "message" frame calls turn_start, a "stop" frame turn_stop (style.md §2.9).
+
+The socket's user is fixed at connect, so the login is re-validated (session row present and
+unexpired, same user, session auth hash still matching the password) before every frame that
+acts, and the socket closes with 4401 when it fails; sessions/signals.py closes sockets
+promptly on logout, session deletion and password change (issue 8, finding 11). A bad frame
+(not JSON, too deep, too big, invalid Unicode, a NUL in a message) gets an error frame and
+the socket stays open (finding 12).
 """
 
 from __future__ import annotations
@@ -13,17 +20,25 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from datetime import datetime
+from importlib import import_module
 
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
+from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, load_backend
 from django.core.exceptions import ValidationError
 from django.http import Http404
+from django.utils import timezone
+from django.utils.crypto import constant_time_compare
 
 from sessions.events import event_to_dict, session_group, socket_loop_register, user_group
-from sessions.rendering import APPROVAL_EVENTS, PLAIN_EVENTS, event_frame
+from sessions.forms import MessageForm
+from sessions.rendering import APPROVAL_EVENTS, PLAIN_EVENTS, event_frame, viewer_label
 from sessions.selectors import event_list_after, session_get
 from sessions.services import turn_start, turn_stop
+from sessions.signals import login_group
 
 log = logging.getLogger("hermes.consumers")
 
@@ -34,12 +49,86 @@ CLOSE_NOT_FOUND = 4404
 """Close code: unknown session or one the user may not read (the two look the same)."""
 REPLAY_PAGE = 1000
 """Events read from the database per query while replaying."""
+MAX_FRAME_CHARS = 8 * 100_000 + 4096
+"""Largest inbound text frame parsed (chars): a 100,000-char message (HERMES
+MAX_MESSAGE_CHARS) with every char JSON-escaped as \\uXXXX (6 chars) still fits; beyond it
+the frame is refused unread."""
+MAX_EXPIRY_WAIT = 24 * 3600
+"""Longest wait (seconds) before a socket re-checks its login on its own."""
+
+
+def login_session_valid(*, session_key: str | None, user_id: int) -> bool:
+    """True while the Django session ``session_key`` still logs in ``user_id``: the row
+    exists and is unexpired (SessionStore.load), names the same user and an allowed backend,
+    the user still authenticates (the backend's get_user: present and active), and the stored
+    session auth hash matches the current password's (or a SECRET_KEY_FALLBACKS one), as
+    django.contrib.auth.get_user decides, but read-only: it never flushes or cycles the
+    session it checks. Any missing piece is False (fail closed). Two queries."""
+    if not session_key:
+        return False
+    data = import_module(settings.SESSION_ENGINE).SessionStore(session_key).load()
+    if str(data.get(SESSION_KEY, "")) != str(user_id):
+        return False
+    backend_path = data.get(BACKEND_SESSION_KEY)
+    if backend_path not in settings.AUTHENTICATION_BACKENDS:
+        return False
+    user = load_backend(backend_path).get_user(user_id)
+    stored = data.get(HASH_SESSION_KEY)
+    if user is None or not stored or not hasattr(user, "get_session_auth_hash"):
+        return False
+    return (constant_time_compare(stored, user.get_session_auth_hash())
+            or any(constant_time_compare(stored, fallback)
+                   for fallback in user.get_session_auth_fallback_hash()))
+
+
+def login_session_expiry(session_key: str) -> datetime | None:
+    """When the stored session row expires (database-backed engines), else None."""
+    store = import_module(settings.SESSION_ENGINE).SessionStore(session_key)
+    model = getattr(store, "model", None)
+    if model is None:
+        return None
+    return model.objects.filter(session_key=session_key).values_list(
+        "expire_date", flat=True).first()
+
+
+def frame_parse(text_data: str | None) -> tuple[dict | None, str]:
+    """Parse one inbound text frame: (the JSON object, "") or (None, a reason to send back).
+    Refuses, without a traceback: a missing or binary frame, more than MAX_FRAME_CHARS,
+    invalid JSON, nesting too deep for the parser (a RecursionError, e.g. 100,000 "["),
+    anything but an object, and strings holding a lone surrogate (escaped as \\ud800: valid
+    JSON, but not Unicode text, and PostgreSQL cannot store it)."""
+    if not text_data:
+        return None, "Send JSON text frames."
+    if len(text_data) > MAX_FRAME_CHARS:
+        return None, (f"The frame is {len(text_data):,} characters; frames are limited to "
+                      f"{MAX_FRAME_CHARS:,}.")
+    try:
+        content = json.loads(text_data)
+    except RecursionError:
+        return None, "The frame is nested too deeply."
+    except ValueError:
+        return None, "The frame is not valid JSON."
+    if not isinstance(content, dict):
+        return None, "A frame must be a JSON object with a \"type\"."
+    try:
+        json.dumps(content, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return None, "The frame holds invalid Unicode (a lone surrogate)."
+    except RecursionError:  # an object nested within the parser's limit but not dumps'
+        return None, "The frame is nested too deeply."
+    return content, ""
 
 
 @database_sync_to_async
 def asession_get(*, user, session_id: int, write: bool = False):
     """sessions.selectors.session_get for the event loop (Http404 when not visible)."""
     return session_get(user=user, session_id=session_id, write=write)
+
+
+@database_sync_to_async
+def aviewer_label(*, session, user) -> str:
+    """sessions.rendering.viewer_label for the event loop (reads the owner's name)."""
+    return viewer_label(session=session, user=user)
 
 
 @database_sync_to_async
@@ -64,34 +153,72 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         except Http404:
             await self.close(code=CLOSE_NOT_FOUND)
             return
+        self.login_key: str | None = getattr(self.scope.get("session"), "session_key", None)
+        if not await database_sync_to_async(login_session_valid)(
+                session_key=self.login_key, user_id=user.pk):
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
         self.session_id: int = session.pk
         self.user = user
+        self.user_label = await aviewer_label(session=session, user=user)
+        self.expiry_timer: asyncio.TimerHandle | None = None
         self.sent_seq: int | None = None  # None until the hello's backlog is sent
         self.pending: list[dict] = []
-        self.joined = [session_group(session.pk), user_group(user.pk)]
+        self.joined = [session_group(session.pk), user_group(user.pk),
+                       login_group(self.login_key)]
         for group in self.joined:
             await self.channel_layer.group_add(group, self.channel_name)
         await self.accept()
+        await self.schedule_expiry_check()
+
+    # --- the login behind the socket ----------------------------------------------------
+    async def login_still_valid(self) -> bool:
+        """Re-check the login (login_session_valid); close with 4401 when it ended."""
+        if await database_sync_to_async(login_session_valid)(session_key=self.login_key,
+                                                             user_id=self.user.pk):
+            return True
+        await self.close(code=CLOSE_UNAUTHENTICATED)
+        return False
+
+    async def schedule_expiry_check(self) -> None:
+        """Close the socket when its session row expires (no signal fires at expiry)."""
+        expires = await database_sync_to_async(login_session_expiry)(self.login_key)
+        if expires is None:
+            return
+        wait = min(max((expires - timezone.now()).total_seconds(), 0) + 1, MAX_EXPIRY_WAIT)
+        loop = asyncio.get_running_loop()
+        self.expiry_timer = loop.call_later(wait, lambda: loop.create_task(self.expiry_check()))
+
+    async def expiry_check(self) -> None:
+        if await self.login_still_valid():
+            await self.schedule_expiry_check()
 
     async def disconnect(self, code: int) -> None:
+        timer = getattr(self, "expiry_timer", None)
+        if timer is not None:
+            timer.cancel()
         for group in getattr(self, "joined", ()):
             await self.channel_layer.group_discard(group, self.channel_name)
 
     # --- frames from the browser --------------------------------------------------------
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None):
-        """Malformed frames get an error frame; the socket stays open."""
+        """Malformed frames get an error frame and the socket stays open (frame_parse); an
+        unexpected failure while handling a frame is logged and answered the same way, never
+        closing the socket with 1011 and a traceback."""
+        content, problem = frame_parse(text_data)
+        if content is None:
+            await self.send_error(problem)
+            return
         try:
-            content = json.loads(text_data or "")
-        except ValueError:
-            await self.send_error("The frame is not valid JSON.")
-            return
-        if not isinstance(content, dict):
-            await self.send_error("A frame must be a JSON object with a \"type\".")
-            return
-        await self.receive_json(content)
+            await self.receive_json(content)
+        except Exception:
+            log.exception("chat socket: handling a %r frame failed", content.get("type"))
+            await self.send_error("The server could not handle this frame.")
 
     async def receive_json(self, content: dict, **kwargs) -> None:
         kind = content.get("type")
+        if kind in ("hello", "message", "stop") and not await self.login_still_valid():
+            return
         if kind == "hello":
             last_seq = content.get("last_seq", 0)
             if isinstance(last_seq, bool) or not isinstance(last_seq, int) or last_seq < 0:
@@ -113,8 +240,12 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         if not isinstance(text, str):
             await self.send_error("A message frame needs a \"text\" string.")
             return
+        form = MessageForm(data={"text": text})  # the HTTP form's rules (NUL included)
+        if not form.is_valid():
+            await self.send_error(" ".join(form.errors["text"]))
+            return
         try:
-            await database_sync_to_async(self._start_turn)(text)
+            await database_sync_to_async(self._start_turn)(form.cleaned_data["text"])
         except (ValidationError, Http404) as exc:
             reason = (" ".join(exc.messages) if isinstance(exc, ValidationError)
                       else "Only the session's owner can send messages.")
@@ -170,7 +301,8 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         else:
             # Markdown and templates cost milliseconds; rendered on the event loop they held
             # up every other socket's text deltas (benchmarks/bench_stream.py tail).
-            frame = await sync_to_async(event_frame, thread_sensitive=False)(event)
+            frame = await sync_to_async(event_frame, thread_sensitive=False)(
+                event, user_label=self.user_label)
         await self.send_json(frame)
 
     # --- channel-layer handlers ---------------------------------------------------------
@@ -192,8 +324,12 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             await self.run_event({"type": "run.event", "event": event})
 
     async def force_close(self, message: dict) -> None:
-        """The user logged out: close every socket of theirs."""
+        """This socket's login ended (logout, session row deleted): close it."""
         await self.close(code=CLOSE_UNAUTHENTICATED)
+
+    async def session_check(self, message: dict) -> None:
+        """The user row changed (password, is_active): close unless the login still holds."""
+        await self.login_still_valid()
 
     async def dispatch(self, message: dict) -> None:
         """Ignore group messages of types this consumer does not handle (other apps may

@@ -97,6 +97,10 @@ class Message(models.Model):
     tool_call_id = models.CharField(max_length=200, blank=True, default="")
     tool_name = models.CharField(max_length=200, blank=True, default="")
     is_error = models.BooleanField(default=False)
+    tool_meta = models.JSONField(
+        default=dict, blank=True,
+        help_text="A tool result's metadata for display (exit code, replacements, hits, "
+                  "stopped); never sent to the model.")
     reasoning = models.TextField(blank=True, default="")
     stable_prefix_chars = models.IntegerField(
         null=True, blank=True, help_text="Chars of the sent text that are static scaffold "

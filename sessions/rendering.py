@@ -18,22 +18,44 @@ from typing import Any
 import nh3
 from django.db.models import Sum
 from django.template.loader import render_to_string
+from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 from markdown_it import MarkdownIt
 
+from sessions.highlight import code_highlight
 from sessions.models import RunEvent, Session, Turn, UsageRecord
 from sessions.selectors import event_list_after, message_list_display
+from sessions.tool_cards import (APPROVAL_STATUSES, DESCRIBERS, call_arguments, tool_status,
+                                 tool_summary)
 from sessions.transcript import message_to_display
 
-_markdown = MarkdownIt("commonmark", {"html": False, "linkify": False, "breaks": True}).enable(
+def _image_as_link(renderer, tokens, idx, options, env) -> str:
+    """Markdown images never load (issue 8, finding 10: a reply could leak data to another
+    host in an image URL, fetched the moment it rendered). An image becomes a plain link
+    labelled "image: <alt>" that the reader may open deliberately; nh3 then drops any
+    scheme but http(s)/mailto and adds rel=noopener noreferrer nofollow."""
+    token = tokens[idx]
+    alt = renderer.renderInlineAsText(token.children or [], options, env).strip()
+    return (f'<a class="image-link" href="{escape(token.attrGet("src") or "")}">'
+            f'image: {escape(alt or "(no description)")}</a>')
+
+
+_markdown = MarkdownIt("commonmark", {"html": False, "linkify": False, "breaks": True,
+                                     "highlight": code_highlight}).enable(
     ["table", "strikethrough"])
+_markdown.add_render_rule("image", _image_as_link)
 _ALLOWED_TAGS = {"p", "br", "hr", "strong", "em", "del", "s", "code", "pre", "blockquote",
                  "ul", "ol", "li", "a", "h1", "h2", "h3", "h4", "h5", "h6", "table", "thead",
-                 "tbody", "tr", "th", "td", "img"}
-_ALLOWED_ATTRIBUTES = {"a": {"href", "title"}, "img": {"src", "alt", "title"},
-                       "code": {"class"}, "th": {"align"}, "td": {"align"}, "ol": {"start"}}
+                 "tbody", "tr", "th", "td", "span"}
+"""No <img>: images render as links (``_image_as_link``), so none survives sanitising."""
+_ALLOWED_ATTRIBUTES = {"a": {"href", "title", "class"}, "code": {"class"},
+                       "span": {"class"}, "th": {"align"}, "td": {"align"}, "ol": {"start"}}
 SUMMARY_CHARS = 80
 """Length of a tool card's one-line argument summary (chars)."""
+LONG_MESSAGE_CHARS = 3_000
+"""Messages longer than this (chars) are drawn collapsed with "Show more" (issue 14)."""
+LONG_OUTPUT_LINES = 20
+"""Tool output longer than this (lines) is drawn collapsed with "Show all N lines"."""
 OUTPUT_PREVIEW_CHARS = 20_000
 """Tool output shown in a card (chars); the full result stays in the transcript row."""
 APPROVAL_EVENTS = frozenset({"approval.requested", "approval.decided"})
@@ -48,7 +70,8 @@ PLAIN_EVENTS = frozenset({"text.delta", "usage", "session.updated"})
 def markdown_html(text: str) -> SafeString:
     """``text`` rendered as CommonMark (tables, strikethrough) and sanitised by nh3 with an
     allow-list: raw HTML in the source is escaped, scripts, event handlers and javascript:
-    URLs never survive, links get rel="noopener noreferrer nofollow"."""
+    URLs never survive, links get rel="noopener noreferrer nofollow", images become links
+    (never an <img> that loads by itself)."""
     html = _markdown.render(text or "")
     return mark_safe(nh3.clean(html, tags=_ALLOWED_TAGS, attributes=_ALLOWED_ATTRIBUTES,
                                url_schemes={"http", "https", "mailto"},
@@ -83,33 +106,47 @@ _EXIT_CODE = re.compile(r"\[exit code (-?\d+)\]\s*$")
 """The last line of a terminal tool result (agents/tools/terminal.py)."""
 
 
-def tool_card(call: dict, result: dict | None = None) -> dict:
+def tool_card(call: dict, result: dict | None = None, *,
+              approval_state: str | None = None) -> dict:
     """Context for the tool-call partial: ``call`` is {id, name, arguments}; ``result`` the
-    tool message dict (None while running)."""
+    tool message dict (None while running); ``approval_state`` the state of the call's
+    approval request when it has one. Summary and status come from the arguments and the
+    result's metadata (sessions/tool_cards.py)."""
     output = None if result is None else (result.get("content") or "")
-    status = "running" if result is None else ("error" if result.get("is_error") else "done")
-    label = status
-    exit_code = _EXIT_CODE.search(output) if output and call.get("name") == "terminal" else None
-    if status == "done" and exit_code and exit_code.group(1) != "0":
-        # Read before the preview cut, which would drop the trailing marker.
-        status, label = "failed", f"exit {exit_code.group(1)}"
+    status, label = tool_status(result=result, approval_state=approval_state)
+    if status == "done" and output and call.get("name") == "terminal" and not (
+            result or {}).get("tool_meta"):
+        # A row stored before tool results kept metadata: its last line is the exit code.
+        exit_code = _EXIT_CODE.search(output)
+        if exit_code and exit_code.group(1) != "0":
+            status, label = "failed", f"exit {exit_code.group(1)}"
     if output is not None and len(output) > OUTPUT_PREVIEW_CHARS:
         output = output[:OUTPUT_PREVIEW_CHARS] + f"\n… ({len(output):,} chars in all)"
     arguments = call.get("arguments")
     pretty = arguments if isinstance(arguments, str) else json.dumps(arguments, indent=2,
                                                                      ensure_ascii=False)
-    return {"dom_id": dom_id("tool", call.get("id", "")), "name": call.get("name") or "?",
-            "summary": argument_summary(arguments), "arguments": pretty, "status": status,
-            "status_label": label, "output": output}
+    name = call.get("name") or "?"
+    lines = output.count("\n") + 1 if output else 0
+    return {"long_output": lines > LONG_OUTPUT_LINES, "output_lines": lines,"dom_id": dom_id("tool", call.get("id", "")), "name": name,
+            "summary": tool_summary(name, arguments, (result or {}).get("tool_meta")),
+            "described": name in DESCRIBERS, "arguments": pretty, "status": status,
+            "status_label": label, "output": output, "has_arguments": bool(
+                call_arguments(arguments)) or arguments not in (None, "", {})}
 
 
-def message_item(message: dict, results: dict[str, dict] | None = None) -> dict:
+def message_item(message: dict, results: dict[str, dict] | None = None, *,
+                 user_label: str = "You", approvals: dict[str, str] | None = None) -> dict:
     """Context for the message partial: the bubble and, for an assistant message, one tool
-    card per tool call (filled from ``results`` keyed by tool_call_id when known)."""
-    results = results or {}
+    card per tool call (filled from ``results`` keyed by tool_call_id when known, and from
+    ``approvals``: approval state by tool_call_id). ``user_label`` names the author of user
+    messages: "You" for the owner, the owner's name for a team admin (viewer_label)."""
+    results, approvals = results or {}, approvals or {}
+    length = len(message.get("content") or "")
     return {"message": message, "dom_id": dom_id("msg", message["id"]),
-            "html": markdown_html(message.get("content", "")),
-            "cards": [tool_card(c, results.get(c.get("id"))) for c in
+            "html": markdown_html(message.get("content", "")), "user_label": user_label,
+            "long": length > LONG_MESSAGE_CHARS, "length": length,
+            "cards": [tool_card(c, results.get(c.get("id")),
+                                approval_state=approvals.get(c.get("id"))) for c in
                       message.get("tool_calls") or []]}
 
 
@@ -135,30 +172,45 @@ def _partial(name: str, context: dict) -> str:
     return render_to_string(f"sessions/detail.html#{name}", context)
 
 
-def event_html(event: dict, *, user=None) -> str | None:
+def viewer_label(*, session: Session, user) -> str:
+    """How user messages of ``session`` are labelled for ``user``: "You" for the owner,
+    else the owner's username (a team admin reading a member's session)."""
+    if user is not None and session.owner_id == user.pk:
+        return "You"
+    return session.owner.get_username()
+
+
+def event_html(event: dict, *, user=None, user_label: str = "You") -> str | None:
     """The rendered partial(s) for one event dict (event_to_dict shape), or None for events
     the client applies without HTML (text.delta, usage, session.updated).
 
     Approval cards depend on who looks (approve/deny rights), so approval events need
     ``user`` and read the database (approvals/rendering.py); every other event renders from
-    its payload alone and may be rendered inside an event loop."""
+    its payload alone and may be rendered inside an event loop. ``user_label``: see
+    message_item."""
     type, payload = event["type"], event.get("payload") or {}
     if type == "message.added":
         message = payload.get("message") or {}
         if message.get("role") == "tool":
             return _partial("tool-result", {"card": _orphan_result(message)})
-        return _partial("message", {"item": message_item(message)})
+        return _partial("message", {"item": message_item(message, user_label=user_label)})
     if type == "tool.called":
         return _partial("tool-call", {"card": tool_card(payload.get("tool_call") or {})})
     if type == "tool.result":
-        return _partial("tool-result", {"card": _orphan_result(payload.get("message") or {})})
+        message, call = payload.get("message") or {}, payload.get("tool_call")
+        card = tool_card(call, message) if call else _orphan_result(message)
+        return _partial("tool-result", {"card": card})
     if type in APPROVAL_EVENTS:
         from approvals.rendering import approval_event_html
 
-        approval_id = (payload.get("approval") or {}).get("id", payload.get("approval_id"))
+        approval = payload.get("approval") or {}
+        approval_id = approval.get("id", payload.get("approval_id"))
         if user is None or approval_id is None:
             return None
-        return approval_event_html(user=user, payload={"approval": {"id": approval_id}}) or None
+        html = approval_event_html(user=user, payload={"approval": {"id": approval_id}})
+        if html and approval.get("state") in APPROVAL_STATUSES and approval.get("tool_call_id"):
+            html += _partial("tool-card", {"card": _approval_card_status(approval)})
+        return html or None
     if type in STATUS_EVENTS:
         html = _partial("turn-status", {"status": status_item(type, payload),
                                         "session_id": event.get("session_id")})
@@ -197,6 +249,15 @@ def notice_text(type: str, payload: dict) -> str:
     return str(payload.get("reason") or "Something went wrong.")
 
 
+def _approval_card_status(approval: dict) -> dict:
+    """The tool card of a call whose approval was cancelled, denied or expired: it never ran,
+    and the card says why (merged into the live card by static/chat.js)."""
+    card = tool_card({"id": approval["tool_call_id"], "name": approval.get("tool_name"),
+                      "arguments": {}}, None, approval_state=approval["state"])
+    card["summary"] = ""  # keep the summary the live card already has
+    return card
+
+
 def _orphan_result(message: dict) -> dict:
     """A finished card for a tool result arriving on its own (name from the row)."""
     card = tool_card({"id": message.get("tool_call_id", ""), "name": message.get("tool_name"),
@@ -205,10 +266,10 @@ def _orphan_result(message: dict) -> dict:
     return card
 
 
-def event_frame(event: dict, *, user=None) -> dict:
+def event_frame(event: dict, *, user=None, user_label: str = "You") -> dict:
     """The websocket / polling frame for one event: the event dict plus "html" when the
-    event has a partial (docs/protocol.md). ``user``: see event_html."""
-    html = event_html(event, user=user)
+    event has a partial (docs/protocol.md). ``user``, ``user_label``: see event_html."""
+    html = event_html(event, user=user, user_label=user_label)
     return {**event, "html": html} if html is not None else dict(event)
 
 
@@ -232,7 +293,7 @@ def transcript_context(*, session: Session, user, request=None) -> dict:
     the socket; anything already drawn is replaced by DOM id, never appended twice.
 
     Returns {"last_seq", "items", "status", "streaming", "streaming_index", "queued",
-    "approval_cards"}.
+    "approval_cards", "user_label"}.
     """
     from approvals.models import ApprovalRequest
     from approvals.rendering import approval_card_html
@@ -241,6 +302,9 @@ def transcript_context(*, session: Session, user, request=None) -> dict:
     rows = [message_to_display(m) for m in message_list_display(session=session)]
     turns = list(Turn.objects.filter(session=session).order_by("id"))
     results = {m["tool_call_id"]: m for m in rows if m["role"] == "tool"}
+    user_label = viewer_label(session=session, user=user)
+    approvals = dict(ApprovalRequest.objects.filter(session=session).order_by("id")
+                     .values_list("tool_call_id", "state"))  # the latest per call wins
     footers = _turn_footers(turns)
     items: list[dict] = []
     shown_results: set[str] = set()
@@ -251,7 +315,7 @@ def transcript_context(*, session: Session, user, request=None) -> dict:
             if m["tool_call_id"] not in shown_results:
                 items.append({"kind": "tool", "card": _orphan_result(m)})
             continue
-        item = message_item(m, results)
+        item = message_item(m, results, user_label=user_label, approvals=approvals)
         shown_results.update(c.get("id") for c in m.get("tool_calls") or [])
         items.append({"kind": "message", "item": item})
     for rest in footers.values():
@@ -274,7 +338,7 @@ def transcript_context(*, session: Session, user, request=None) -> dict:
     queued = [{"turn_id": t.pk, "text": t.input_text[:2000]} for t in turns
               if t.user_message_id is None and t.status in (Turn.Status.QUEUED,
                                                             Turn.Status.RUNNING)]
-    return {"last_seq": last_seq, "items": items, "streaming": streaming,
+    return {"last_seq": last_seq, "items": items, "streaming": streaming, "user_label": user_label,
             "streaming_index": index, "queued": queued, "approval_cards": approval_cards,
             "status": {"state": state, "reason": "", "turn_id": running.pk if running else None}}
 

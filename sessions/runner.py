@@ -366,6 +366,8 @@ def _execute(ctx: TurnContext, sink: DbSink, calls: list[ToolCall]):
     outcome = dispatch_tool_calls(
         calls, registry=toolbox.registry_for(ctx.session), ctx=tool_ctx,
         gate=toolbox.policy_gate(ctx, state), should_stop=sink.should_stop)
+    sink.tool_meta.update({call_id: dict(output.metadata)
+                           for call_id, output in outcome.outputs.items() if output.metadata})
     results = apply_spill(list(outcome.results), tool_ctx)
     return results, list(outcome.pending)
 

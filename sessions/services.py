@@ -16,6 +16,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from accounts.models import Membership
+from approvals.services import approval_cancel_for_session
 from sessions.events import event_append
 from sessions.models import Message, Session, Turn
 
@@ -134,13 +135,25 @@ def turn_start(*, session: Session, user, text: str) -> Turn:
 
 
 def turn_stop(*, session: Session) -> bool:
-    """Ask the running turn to stop (checked between stream chunks and tools). Returns True
-    if a turn was running or queued."""
+    """Ask the running turn to stop (checked between stream chunks and tools). A turn
+    waiting for an approval has no worker to ask: it ends here, cancelled (turn.cancelled),
+    and its pending approval requests are cancelled (approval_cancel_for_session), so its
+    calls never run. Returns True if a turn was running, queued or waiting."""
+    with transaction.atomic():
+        waiting = list(Turn.objects.select_for_update().filter(
+            session=session, status=Turn.Status.AWAITING_APPROVAL).values_list("pk", flat=True))
+        if waiting:
+            approval_cancel_for_session(session=session)
+        for turn_id in waiting:
+            if Turn.objects.filter(pk=turn_id, status=Turn.Status.AWAITING_APPROVAL).update(
+                    status=Turn.Status.CANCELLED, finished_at=timezone.now()):
+                event_append(session_id=session.pk, type="turn.cancelled",
+                             payload={"turn_id": turn_id, "reason": "stopped by the user"})
     active = Turn.objects.filter(session=session, status__in=[
         Turn.Status.RUNNING, Turn.Status.QUEUED]).exists()
     if active:
         Session.objects.filter(pk=session.pk).update(stop_requested=True)
-    return active
+    return active or bool(waiting)
 
 
 def session_rewind(*, session: Session) -> int:

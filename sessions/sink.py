@@ -45,6 +45,10 @@ class DbSink:
         self.usage_total = {"input_tokens": 0, "output_tokens": 0, "cache_read_tokens": 0,
                             "cache_write_tokens": 0, "calls": 0}
         self.estimate: int | None = None
+        self.tool_meta: dict[str, dict] = {}
+        """Display metadata of tool results not stored yet, by tool call id (the runner
+        fills it from the dispatch outcome; message_added stores it on the row)."""
+        self._calls: dict[str, dict] = {}
 
     # --- EventSink -----------------------------------------------------------------------
     def message_added(self, message: AgentMessage, *, kind: str = "") -> AgentMessage:
@@ -52,10 +56,14 @@ class DbSink:
         self.flush()
         with transaction.atomic():
             lease_validate(session=self.session, owner=self.owner)
-            row = _insert(session=self.session, message=message, kind=kind)
+            meta = self.tool_meta.pop(message.tool_call_id, None) if message.tool_call_id else None
+            row = _insert(session=self.session, message=message, kind=kind, tool_meta=meta)
             event_type = "tool.result" if row.role == "tool" else "message.added"
-            event_append(session_id=self.session.pk, type=event_type,
-                         payload={"turn_id": self.turn.pk, "message": message_to_display(row)})
+            payload = {"turn_id": self.turn.pk, "message": message_to_display(row)}
+            call = self._calls.pop(row.tool_call_id, None) if row.role == "tool" else None
+            if call is not None:  # so the card's summary can say what the call did
+                payload["tool_call"] = call
+            event_append(session_id=self.session.pk, type=event_type, payload=payload)
         return message_to_agent(row)
 
     def text_delta(self, text: str) -> None:
@@ -79,6 +87,7 @@ class DbSink:
 
     def tool_called(self, call: ToolCall) -> None:
         self.flush()
+        self._calls[call.id] = call.to_dict()
         event_append(session_id=self.session.pk, type="tool.called",
                      payload={"turn_id": self.turn.pk, "tool_call": call.to_dict()})
 

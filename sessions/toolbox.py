@@ -14,7 +14,9 @@ from types import MappingProxyType
 from django.conf import settings
 
 from agents.backends import Backend
+from agents.backends.confine import landlock_abi
 from agents.backends.local import LocalBackend
+from agents.backends.sandbox import DEFAULT_HIDE, SandboxBackend, sandbox_available
 from agents.command_rules import DESTRUCTIVE_CLASSES
 from agents.identity import current_identity
 from agents.messages import Message as AgentMessage
@@ -66,15 +68,17 @@ def skills_index_for(session: Session, workspace: Path) -> str:
     return skills_index(skills_for(workspace))
 
 
-@lru_cache(maxsize=1)
 def backend_kind() -> str:
     """The command backend in force: HERMES_BACKEND=local|sandbox, or auto (the sandbox when
     bubblewrap works on this host, else local). Raises RuntimeError when the sandbox is
-    demanded but does not work (fail closed rather than silently run on the host)."""
-    choice = settings.HERMES["BACKEND"]
-    if choice in ("sandbox", "auto"):
-        from agents.backends.sandbox import sandbox_available
+    demanded but does not work (fail closed rather than silently run on the host). The one
+    selector: the tools, the policy and the Settings page all ask this."""
+    return _backend_kind(settings.HERMES["BACKEND"])
 
+
+@lru_cache(maxsize=4)
+def _backend_kind(choice: str) -> str:
+    if choice in ("sandbox", "auto"):
         if sandbox_available():
             return "sandbox"
         if choice == "sandbox":
@@ -82,16 +86,49 @@ def backend_kind() -> str:
     return "local"
 
 
+backend_kind.cache_clear = _backend_kind.cache_clear  # type: ignore[attr-defined]
+
+
+def protected_paths() -> tuple[str, ...]:
+    """Host paths no command may read: the data dir (database, secret key, passwords), the
+    app's code, every workspace but the session's own, the deployment home."""
+    paths = (settings.DATA_DIR, settings.BASE_DIR, settings.HERMES["WORKSPACE_ROOT"],
+             settings.HERMES["HOME"])
+    return tuple(dict.fromkeys(str(Path(p).resolve()) for p in paths))
+
+
 def backend_for(workspace: Path) -> Backend:
     """A backend whose only writable host directory is ``workspace``. The sandbox also hides
-    every other workspace and the application directory (its code and secrets)."""
+    every other workspace and the application directory (its code and secrets); the local
+    backend confines with Landlock where the kernel has it (HERMES_LOCAL_CONFINEMENT)."""
     if backend_kind() == "sandbox":
-        from agents.backends.sandbox import DEFAULT_HIDE, SandboxBackend
+        uid = settings.HERMES.get("SANDBOX_UID", 61000)
+        return SandboxBackend(workspace, hide=tuple(dict.fromkeys((*DEFAULT_HIDE,
+                                                                    *protected_paths()))),
+                              host_uid=uid, host_gid=uid)
+    return LocalBackend(workspace=workspace, protected=protected_paths(),
+                        confine=settings.HERMES.get("LOCAL_CONFINEMENT", "auto"))
 
-        hide = (*DEFAULT_HIDE, str(Path(settings.HERMES["WORKSPACE_ROOT"]).resolve()),
-                str(Path(settings.BASE_DIR).resolve()), str(settings.DATA_DIR))
-        return SandboxBackend(workspace, hide=tuple(dict.fromkeys(hide)))
-    return LocalBackend()
+
+def confinement() -> dict[str, str]:
+    """What stands between a command and the host, for the Settings page: ``kind``
+    ("sandbox", "landlock" or "policy"), a short ``label`` and a ``detail`` sentence."""
+    if backend_kind() == "sandbox":
+        return {"kind": "sandbox", "label": "sandbox (bubblewrap)",
+                "detail": "each command runs in bubblewrap as an unprivileged user: only its "
+                          "workspace is writable, system directories are read-only, nothing "
+                          "else of the host is visible, no network"}
+    choice = settings.HERMES.get("LOCAL_CONFINEMENT", "auto")
+    abi = landlock_abi()
+    if choice != "none" and abi > 0:
+        return {"kind": "landlock", "label": f"local + Landlock (ABI {abi})",
+                "detail": "commands run on the server host confined by Landlock: writes only "
+                          "to the session workspace and a private tmp, reads only system "
+                          "directories and the workspace (not the app's data, code or other "
+                          "workspaces); the network is not confined; risky commands ask"}
+    return {"kind": "policy", "label": "local, policy only",
+            "detail": "commands run on the server host with no OS confinement (Landlock is "
+                      "unavailable or off): only the approval policy stands in the way"}
 
 
 def tool_context(ctx, *, should_stop=None) -> ToolContext:

@@ -34,20 +34,23 @@ def history_load(*, session: Session) -> list[AgentMessage]:
     return [message_to_agent(r) for r in rows]
 
 
-def message_row(*, session: Session, message: AgentMessage, kind: str = "") -> Message:
-    """An unsaved row for ``message`` (the one place the agent → row mapping lives)."""
+def message_row(*, session: Session, message: AgentMessage, kind: str = "",
+                tool_meta: dict | None = None) -> Message:
+    """An unsaved row for ``message`` (the one place the agent → row mapping lives).
+    ``tool_meta``: a tool result's display metadata (agents.tools.ToolOutput.metadata)."""
     return Message(
         session=session, role=message.role, content=message.content,
         sent_content=message.sent_content,
         tool_calls=[c.to_dict() for c in message.tool_calls],
         tool_call_id=message.tool_call_id or "", tool_name=message.tool_name or "",
         is_error=message.is_error, reasoning=message.reasoning or "", kind=kind,
-        stable_prefix_chars=message.stable_prefix_len,
+        stable_prefix_chars=message.stable_prefix_len, tool_meta=tool_meta or {},
     )
 
 
-def _insert(*, session: Session, message: AgentMessage, kind: str = "") -> Message:
-    row = message_row(session=session, message=message, kind=kind)
+def _insert(*, session: Session, message: AgentMessage, kind: str = "",
+            tool_meta: dict | None = None) -> Message:
+    row = message_row(session=session, message=message, kind=kind, tool_meta=tool_meta)
     row.save(force_insert=True)
     Session.objects.filter(pk=session.pk).update(message_count=F("message_count") + 1,
                                                  last_activity_at=timezone.now())
@@ -59,6 +62,6 @@ def message_to_display(row: Message) -> dict:
     return {
         "id": row.id, "role": row.role, "content": row.content, "kind": row.kind,
         "tool_calls": row.tool_calls, "tool_call_id": row.tool_call_id,
-        "tool_name": row.tool_name, "is_error": row.is_error,
+        "tool_name": row.tool_name, "is_error": row.is_error, "tool_meta": row.tool_meta or {},
         "active": row.active, "compacted": row.compacted, "has_sidecar": row.has_sidecar,
     }

@@ -22,7 +22,7 @@ from sessions.events import event_to_dict
 from sessions.forms import MessageForm, RenameForm, SearchForm
 from sessions.models import Session
 from sessions.search import message_search
-from sessions.rendering import event_frame, transcript_context
+from sessions.rendering import event_frame, transcript_context, viewer_label
 from sessions.selectors import (event_list_after, session_get, session_list, session_list_team,
                                 session_visible_q)
 from sessions.services import (session_archive, session_create, session_rename,
@@ -32,6 +32,8 @@ EVENT_PAGE = 500
 """Events per polling response (the client asks again with the new ``after``)."""
 SEARCH_LIMIT = 50
 """Rows per search section."""
+MAX_SEQ = 2**63 - 1
+"""Largest event seq (a PostgreSQL bigint)."""
 
 
 @login_required
@@ -161,10 +163,15 @@ def event_list_view(request: HttpRequest, session_id: int) -> JsonResponse:
     the socket, docs/protocol.md). A bad ``after`` is a 400 with a reason."""
     session = session_get(user=request.user, session_id=session_id)
     after = request.GET.get("after", "0")
-    if not after.isdigit():
-        return JsonResponse({"error": "after must be a non-negative integer"}, status=400)
+    # ASCII digits only: str.isdigit() accepts "²" and "١", which int() then rejects or
+    # reads as another number; and at most a bigint (the seq column), or the query fails.
+    if not (after.isascii() and after.isdigit()) or len(after) > 19 or int(after) > MAX_SEQ:
+        return JsonResponse({"error": "after must be a non-negative integer (ASCII digits, "
+                             f"at most {MAX_SEQ})"}, status=400)
     events = event_list_after(session_id=session.pk, after_seq=int(after), limit=EVENT_PAGE)
-    frames = [event_frame(event_to_dict(e), user=request.user) for e in events]
+    label = viewer_label(session=session, user=request.user)
+    frames = [event_frame(event_to_dict(e), user=request.user, user_label=label)
+              for e in events]
     return JsonResponse({"events": frames, "last_seq": frames[-1]["seq"] if frames
                          else int(after)})
 

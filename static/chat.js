@@ -64,7 +64,9 @@
   function place(el) {
     var existing = el.id ? document.getElementById(el.id) : null;
     if (existing) {
-      var done = ["done", "error", "failed"].indexOf(existing.dataset.status) >= 0;
+      /* Finished states (sessions/tool_cards.py FINISHED_STATUSES): never back to running. */
+      var done = ["done", "error", "failed", "stopped", "cancelled", "denied", "expired"]
+        .indexOf(existing.dataset.status) >= 0;
       if (done && el.dataset.status === "running") return;
       var merge = (existing.dataset.merge || "").split(" ").filter(Boolean);
       if (merge.length && existing.tagName === el.tagName && el.dataset.status !== "running") {
@@ -193,6 +195,30 @@
     };
   }
 
+  /* The composer's text is kept in sessionStorage until it is sent, so nothing typed is
+     lost when a send finds the login gone (hermes_web/middleware.py answers with
+     HX-Redirect to the login page, which comes back here) or the tab reloads. */
+  var DRAFT_KEY = "hermes-draft-" + sessionId;
+  function saveDraft() {
+    var box = document.getElementById("composer-text");
+    if (!box) return;
+    try {
+      if (box.value) sessionStorage.setItem(DRAFT_KEY, box.value);
+      else sessionStorage.removeItem(DRAFT_KEY);
+    } catch (err) { /* storage disabled: nothing to keep it in */ }
+  }
+  function restoreDraft() {
+    var box = document.getElementById("composer-text");
+    if (!box || box.value) return;
+    try { box.value = sessionStorage.getItem(DRAFT_KEY) || ""; } catch (err) { /* none */ }
+  }
+  document.addEventListener("input", function (e) {
+    if (e.target.id === "composer-text") saveDraft();
+  });
+  document.addEventListener("htmx:beforeRequest", function (e) {
+    if (e.detail.elt && e.detail.elt.id === "composer") saveDraft();
+  });
+
   /* Composer: Enter sends, Shift+Enter adds a line (not while an IME is composing). */
   document.addEventListener("keydown", function (e) {
     if (e.target.id !== "composer-text" || e.key !== "Enter" || e.shiftKey || e.isComposing) return;
@@ -205,6 +231,7 @@
     if (form.id === "composer" && e.detail.successful && e.detail.xhr.status === 200) {
       var text = form.querySelector("#composer-text");
       if (text) { text.value = ""; text.focus(); }
+      saveDraft();  /* sent: forget it */
       var error = document.getElementById("composer-error");
       if (error) error.remove();
     }
@@ -214,7 +241,11 @@
   });
 
   markExits(transcript);
+  restoreDraft();
   connect();
-  toBottom();
+  /* A notice from the last action (e.g. "There is nothing to rewind.") is at the top of the
+     page: show it rather than jumping to the end of a long transcript past it. */
+  var flash = document.querySelector(".flash");
+  if (flash) flash.scrollIntoView({ block: "start" }); else toBottom();
   window.hermesChat = { lastSeq: function () { return lastSeq; } };
 })();

@@ -1,6 +1,9 @@
-"""The local backend: a command runs as a plain subprocess of the worker, not isolated.
+"""The local backend: a command runs as a subprocess of the worker, confined by Landlock.
 
-It exists for development and trusted single-user installs. It guarantees three things: the
+It exists for development and single-host installs. Where the kernel offers Landlock, each
+command may write only its workspace and a private tmp and read only the system directories
+and its workspace (agents/backends/confine.py); elsewhere only the policy stands between a
+command and the host (``confinement`` says which). It also guarantees three things: the
 command starts in its own process group and the whole group is killed on timeout (and when
 the shell exits, so background jobs cannot outlive the tool call); the environment is a
 minimal fixed one (the web process's API keys and database URL never reach the command);
@@ -12,14 +15,17 @@ output memory is bounded. Policy (what may run) lives in agents/policy.py, not h
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
-import time
+import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Callable, Literal
 
 from agents.backends import CommandResult
+from agents.backends.confine import LandlockRules, landlock_abi
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 """PATH given to commands. Fixed, not inherited: only hermes_web/settings.py reads the
@@ -105,20 +111,23 @@ STOP_POLL_SECONDS = 0.25
 
 
 def run_process(argv: list[str], *, cwd: Path, timeout: float, env: dict[str, str],
-                should_stop: Callable[[], bool] | None = None) -> CommandResult:
+                should_stop: Callable[[], bool] | None = None,
+                preexec_fn: Callable[[], None] | None = None,
+                pass_fds: tuple[int, ...] = ()) -> CommandResult:
     """Run ``argv`` in a new session (own process group) with stdin closed.
 
     ``timeout`` in seconds. On expiry the whole group gets SIGKILL and ``timed_out`` is set;
     when ``should_stop()`` turns true (polled every 0.25 s) likewise with ``interrupted``.
     After the leader exits, the group is killed too, so no job outlives the call. stdout and
     stderr share one pipe, so the output is interleaved as written. Raises OSError only if
-    the process cannot be started.
+    the process cannot be started. ``preexec_fn`` runs in the child before exec (the
+    Landlock restriction); ``pass_fds`` stay open in the child (the sandbox's workspace fd).
     """
     read_fd, write_fd = os.pipe()
     try:
         proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                                 stdout=write_fd, stderr=write_fd, start_new_session=True,
-                                close_fds=True)
+                                close_fds=True, preexec_fn=preexec_fn, pass_fds=pass_fds)
     except BaseException:
         os.close(read_fd)
         os.close(write_fd)
@@ -153,22 +162,65 @@ def run_process(argv: list[str], *, cwd: Path, timeout: float, env: dict[str, st
                          interrupted=interrupted)
 
 
-class LocalBackend:
-    """Runs commands with ``bash -c`` as the worker's own user. Not isolated.
+def git_ceiling(workspace: Path) -> dict[str, str]:
+    """Environment that stops git's repository discovery at the workspace (issue 8 finding
+    5): a command in a workspace that sits inside another repository (the app's checkout)
+    must never operate on that repository. The workspace may still be its own repo."""
+    parent = os.path.dirname(os.path.realpath(workspace)) or "/"
+    return {"GIT_CEILING_DIRECTORIES": parent}
 
-    ``path``: the PATH commands see (default ``DEFAULT_PATH``); the composition root may pass
-    a configured one.
+
+Confinement = Literal["landlock", "none"]
+
+
+class LocalBackend:
+    """Runs commands with ``bash -c`` as the worker's own user, confined by Landlock where
+    the kernel offers it (agents/backends/confine.py), else by the policy alone.
+
+    ``workspace``: the only writable directory (default: each call's ``cwd``).
+    ``protected``: paths never readable even under a system directory (data dir, app code,
+    workspaces root). ``confine``: "auto" (Landlock when available), "landlock" (raise
+    OSError at run when unavailable: fail closed), "none". ``path``: the PATH commands see.
+    ``confinement`` says what is in force: "landlock" or "none".
     """
 
     name: Literal["local", "sandbox"] = "local"
     isolated: bool = False
 
-    def __init__(self, *, path: str = DEFAULT_PATH):
+    def __init__(self, *, workspace: Path | None = None, protected: tuple[str, ...] = (),
+                 confine: Literal["auto", "landlock", "none"] = "auto",
+                 path: str = DEFAULT_PATH):
+        self.workspace = Path(workspace) if workspace is not None else None
+        self.protected = protected
         self.path = path
+        if confine == "none":
+            self.confinement: Confinement = "none"
+        elif landlock_abi() > 0:
+            self.confinement = "landlock"
+        elif confine == "landlock":
+            raise OSError("Landlock confinement was demanded but this kernel does not offer it")
+        else:
+            self.confinement = "none"
 
     def run(self, command: str, *, cwd: Path, timeout: float,
             env: dict[str, str] | None = None,
             should_stop: Callable[[], bool] | None = None) -> CommandResult:
-        """See agents.backends.Backend.run. HOME is ``cwd`` (the session workspace)."""
-        return run_process(["bash", "-c", command], cwd=cwd, timeout=timeout,
-                           env=minimal_env(cwd, env, path=self.path), should_stop=should_stop)
+        """See agents.backends.Backend.run. HOME is the workspace; TMPDIR a private tmp
+        directory removed afterwards; git discovery stops at the workspace."""
+        workspace = Path(os.path.realpath(self.workspace or cwd))
+        tmp = tempfile.mkdtemp(prefix="hermes-cmd-")
+        try:
+            extra = {**git_ceiling(workspace), "TMPDIR": tmp, **(env or {})}
+            command_env = minimal_env(workspace, extra, path=self.path)
+            if self.confinement != "landlock":
+                return run_process(["bash", "-c", command], cwd=cwd, timeout=timeout,
+                                   env=command_env, should_stop=should_stop)
+            rules = LandlockRules(workspace=str(workspace), tmp=tmp, protected=self.protected)
+            try:
+                return run_process(["bash", "-c", command], cwd=cwd, timeout=timeout,
+                                   env=command_env, should_stop=should_stop,
+                                   preexec_fn=rules.apply)
+            finally:
+                rules.close()
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)

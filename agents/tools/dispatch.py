@@ -40,7 +40,8 @@ class DispatchOutcome:
     ``results``: one tool-result message per call before the first ``ask``, in emission
     order. ``pending``: the calls from the first ``ask`` on, in emission order, each with its
     policy decision (None for a call that failed validation; it gets its error on resume).
-    ``outputs``: ToolOutput by call id for the calls that ran (metadata for the UI).
+    ``outputs``: ToolOutput by call id for the calls that ran (metadata for the UI), and for
+    the calls a stop skipped (metadata {"stopped": True}).
     ``interrupted``: should_stop() turned true and some calls were not run.
     """
 
@@ -199,6 +200,8 @@ def dispatch_tool_calls(
                 for index in (i for seg in segments[number:] for i in seg):
                     results[index] = tool_result(prepared[index].call, INTERRUPTED_ERROR,
                                                  is_error=True)
+                    outputs[prepared[index].call.id] = ToolOutput(
+                        text=INTERRUPTED_ERROR, is_error=True, metadata={"stopped": True})
                 break
             for index in segment:
                 if on_call is not None:

@@ -1,6 +1,7 @@
 """File tools: read_file (paged, numbered), write_file, patch (search and replace).
 
-Each tool resolves its paths through agents/tools/workspace.py and reports the canonical
+Each tool opens and writes through the confined Workspace (agents/tools/workspace.py: no
+symlink is followed, FIFOs and hard-linked files are refused) and reports the
 paths it touches so the scheduler can order a read behind the write it depends on.
 read_file caps its own output by lines and chars and tells the model how to page on; it is
 also how the model pages back a spilled result (agents/tools/spill.py), which is why its
@@ -11,15 +12,13 @@ Searching lives in search.py; commands in terminal.py.
 from __future__ import annotations
 
 import os
-import stat
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from agents.errors import ToolError
 from agents.messages import ToolSpec
 from agents.tools import PathScope, ToolContext, ToolOutput
-from agents.tools.workspace import display_path, resolve_in_workspace
+from agents.tools.workspace import Workspace
 
 READ_DEFAULT_LIMIT = 500
 """Lines per read_file call when the model gives no limit."""
@@ -33,55 +32,21 @@ READ_MAX_LINE_CHARS = 2_000
 BINARY_SNIFF_BYTES = 8_192
 
 
-def _open_regular(real: Path, shown: str) -> int:
-    """Open ``real`` for reading without following a final symlink; refuse non-files
-    (a FIFO would block the worker forever)."""
-    try:
-        info = os.stat(real)
-    except FileNotFoundError:
-        raise ToolError(f"file '{shown}' does not exist") from None
-    if stat.S_ISDIR(info.st_mode):
-        raise ToolError(f"'{shown}' is a directory; use search_files or terminal ls")
-    if not stat.S_ISREG(info.st_mode):
-        raise ToolError(f"'{shown}' is not a regular file")
-    try:
-        return os.open(real, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError as exc:
-        raise ToolError(f"cannot open '{shown}': {exc.strerror}") from None
-
-
 def is_binary(sample: bytes) -> bool:
     """True if ``sample`` (a file's first bytes) looks binary: a NUL byte."""
     return b"\x00" in sample
 
 
-def read_text(real: Path, shown: str) -> str:
-    """Whole-file text for patch: UTF-8 strictly, binary refused. Raises ToolError."""
-    with os.fdopen(_open_regular(real, shown), "rb") as handle:
-        data = handle.read()
+def read_text(ws: Workspace, path: str, shown: str) -> str:
+    """Whole-file text for patch: UTF-8 strictly, binary refused. Opened through the
+    confined workspace (no link followed, regular single-link files only). Raises ToolError."""
+    data = ws.read_bytes(path)
     if is_binary(data[:BINARY_SNIFF_BYTES]):
         raise ToolError(f"'{shown}' is a binary file")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         raise ToolError(f"'{shown}' is not valid UTF-8 text") from None
-
-
-def write_text_atomic(real: Path, text: str) -> None:
-    """Write via a temp file and rename, so readers never see half a file and a symlink
-    swapped in at the last component is replaced, not followed."""
-    real.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-        if real.exists():
-            os.chmod(tmp, stat.S_IMODE(os.stat(real).st_mode))
-        os.replace(tmp, real)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def _path_arg(args: dict[str, Any], key: str = "path") -> str:
@@ -117,17 +82,18 @@ class ReadFile:
     interactive = False
 
     def paths(self, args: dict[str, Any], ctx: ToolContext) -> PathScope | None:
-        return [(resolve_in_workspace(ctx.workspace, _path_arg(args)), "read")]
+        return [(Workspace(ctx.workspace).resolve(_path_arg(args)), "read")]
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        shown = _path_arg(args)
-        real = resolve_in_workspace(ctx.workspace, shown)
+        ws = Workspace(ctx.workspace)
+        path = _path_arg(args)
+        real = ws.resolve(path)
         offset = int(args.get("offset", 1))
         limit = min(int(args.get("limit", READ_DEFAULT_LIMIT)), READ_MAX_LIMIT)
         if offset < 1 or limit < 1:
             raise ToolError("offset and limit must be at least 1")
-        shown = display_path(ctx.workspace, real)
-        with os.fdopen(_open_regular(real, shown), "rb") as handle:
+        shown = ws.display(real)
+        with os.fdopen(ws.open_file(path), "rb") as handle:
             if is_binary(handle.read(BINARY_SNIFF_BYTES)):
                 size = os.fstat(handle.fileno()).st_size
                 raise ToolError(f"'{shown}' is a binary file ({size} bytes); read_file "
@@ -184,21 +150,26 @@ class WriteFile:
     interactive = False
 
     def paths(self, args: dict[str, Any], ctx: ToolContext) -> PathScope | None:
-        return [(resolve_in_workspace(ctx.workspace, _path_arg(args)), "write")]
+        return [(Workspace(ctx.workspace).resolve(_path_arg(args)), "write")]
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        real = resolve_in_workspace(ctx.workspace, _path_arg(args))
+        ws = Workspace(ctx.workspace)
+        path = _path_arg(args)
+        real = ws.resolve(path)
         content = args.get("content")
         if not isinstance(content, str):
             raise ToolError("'content' must be a string")
-        shown = display_path(ctx.workspace, real)
-        if real.is_dir():
-            raise ToolError(f"'{shown}' is a directory")
-        existed = real.exists()
-        write_text_atomic(real, content)
+        shown = ws.display(real)
+        try:
+            data = content.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ToolError("'content' is not valid Unicode text (lone surrogate)") from None
+        existed = ws.write_bytes(path, data)
         lines = content.count("\n") + (1 if content and not content.endswith("\n") else 0)
         verb = "replaced" if existed else "created"
-        return ToolOutput(text=f"{verb} {shown} ({len(content)} chars, {lines} lines)")
+        return ToolOutput(text=f"{verb} {shown} ({len(content)} chars, {lines} lines)",
+                          metadata={"created": not existed, "chars": len(content),
+                                    "lines": lines})
 
 
 class Patch:
@@ -253,25 +224,26 @@ class Patch:
         return [args]
 
     def paths(self, args: dict[str, Any], ctx: ToolContext) -> PathScope | None:
-        return [(resolve_in_workspace(ctx.workspace, _path_arg(e)), "write")
-                for e in self._edits(args)]
+        ws = Workspace(ctx.workspace)
+        return [(ws.resolve(_path_arg(e)), "write") for e in self._edits(args)]
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        ws = Workspace(ctx.workspace)
         edits = self._edits(args)
         originals: dict[Path, str] = {}
         updated: dict[Path, str] = {}
         counts: dict[Path, int] = {}
         for number, edit in enumerate(edits, start=1):
             label = f"edit {number}: " if len(edits) > 1 else ""
-            real = resolve_in_workspace(ctx.workspace, _path_arg(edit))
-            shown = display_path(ctx.workspace, real)
+            real = ws.resolve(_path_arg(edit))
+            shown = ws.display(real)
             old, new = edit.get("old_string"), edit.get("new_string")
             if not isinstance(old, str) or not isinstance(new, str):
                 raise ToolError(f"{label}old_string and new_string must be strings")
             if old == "":
                 raise ToolError(f"{label}old_string is empty; use write_file to create files")
             if real not in updated:
-                originals[real] = read_text(real, shown)
+                originals[real] = read_text(ws, str(real), shown)
                 updated[real] = originals[real]
             found = updated[real].count(old)
             if found == 0:
@@ -282,20 +254,21 @@ class Patch:
                     "context to make it unique or set replace_all; nothing was changed")
             updated[real] = updated[real].replace(old, new)
             counts[real] = counts.get(real, 0) + found
-        self._write_all(updated, originals)
-        lines = [f"patched {display_path(ctx.workspace, p)} ({n} replacement"
+        self._write_all(ws, updated, originals)
+        lines = [f"patched {ws.display(p)} ({n} replacement"
                  f"{'s' if n != 1 else ''})" for p, n in counts.items()]
-        return ToolOutput(text="\n".join(lines))
+        return ToolOutput(text="\n".join(lines),
+                          metadata={"replacements": sum(counts.values()), "files": len(counts)})
 
     @staticmethod
-    def _write_all(updated: dict[Path, str], originals: dict[Path, str]) -> None:
+    def _write_all(ws: Workspace, updated: dict[Path, str], originals: dict[Path, str]) -> None:
         """Write every file; on a failure restore the ones already written."""
         written: list[Path] = []
         try:
             for real, text in updated.items():
-                write_text_atomic(real, text)
+                ws.write_bytes(str(real), text.encode("utf-8"))
                 written.append(real)
-        except OSError as exc:
+        except (OSError, ToolError) as exc:
             for real in written:
-                write_text_atomic(real, originals[real])
+                ws.write_bytes(str(real), originals[real].encode("utf-8"))
             raise ToolError(f"patch failed while writing ({exc}); no file was changed") from None

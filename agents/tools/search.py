@@ -2,8 +2,8 @@
 
 Pure Python over the resolved search root (no ripgrep dependency), in sorted order so the
 same workspace gives the same bytes. It skips .git, the spill directory (spilled copies of
-earlier results would echo every hit back), binary files and files reached through symlinks
-that leave the workspace. It reserves its root as a reader, so a search batched after a
+earlier results would echo every hit back), binary files, and (through the confined
+Workspace) every symlink, hard-linked file, FIFO and socket. It reserves its root as a reader, so a search batched after a
 write into the same tree runs behind it (seed, "Dispatch").
 """
 
@@ -12,14 +12,15 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-from pathlib import Path
+import stat
+from collections.abc import Iterator
 from typing import Any
 
 from agents.errors import ToolError
 from agents.messages import ToolSpec
 from agents.tools import PathScope, ToolContext, ToolOutput
 from agents.tools.files import BINARY_SNIFF_BYTES, is_binary
-from agents.tools.workspace import display_path, is_within, resolve_in_workspace
+from agents.tools.workspace import LINK_REFUSAL, Workspace
 
 MAX_HITS = 200
 """Hits returned before the search stops and says so."""
@@ -56,7 +57,7 @@ class SearchFiles:
     interactive = False
 
     def paths(self, args: dict[str, Any], ctx: ToolContext) -> PathScope | None:
-        return [(resolve_in_workspace(ctx.workspace, args.get("path") or "."), "read")]
+        return [(Workspace(ctx.workspace).resolve(args.get("path") or "."), "read")]
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         pattern = args.get("pattern")
@@ -66,26 +67,27 @@ class SearchFiles:
             regex = re.compile(pattern)
         except re.error as exc:
             raise ToolError(f"invalid regular expression {pattern!r}: {exc}") from None
-        root = resolve_in_workspace(ctx.workspace, args.get("path") or ".")
-        if not root.exists():
-            raise ToolError(f"'{display_path(ctx.workspace, root)}' does not exist")
+        ws = Workspace(ctx.workspace)
+        path = args.get("path") or "."
+        root = ws.resolve(path)
+        info = ws.lstat(path) if root != ws.root else os.stat(ws.root)
+        if info is None:
+            raise ToolError(f"'{ws.display(root)}' does not exist")
         glob = args.get("glob") or None
-        skip = {Path(os.path.realpath(ctx.spill_dir))} if ctx.spill_dir else set()
         hits: list[str] = []
         files = 0
-        for real in _walk(root, ctx.workspace, skip):
-            shown = display_path(ctx.workspace, real)
+        for shown, fd in _files(ws, path, info, _skips(ws, ctx)):
             if glob and not _glob_match(glob, shown):
                 continue
             files += 1
-            if _search_file(real, shown, regex, hits):
+            if _search_file(fd, shown, regex, hits):
                 note = (f"[stopped at {MAX_HITS} matches; narrow the pattern, path or glob "
                         "to see the rest]")
                 return ToolOutput(text="\n".join([*hits, note]),
                                   metadata={"hits": len(hits), "truncated": True})
         if not hits:
             return ToolOutput(text=f"no matches for {pattern!r} in {files} file(s) under "
-                                   f"{display_path(ctx.workspace, root)}",
+                                   f"{ws.display(root)}",
                               metadata={"hits": 0, "truncated": False})
         return ToolOutput(text="\n".join(hits), metadata={"hits": len(hits), "truncated": False})
 
@@ -96,29 +98,41 @@ def _glob_match(glob: str, shown: str) -> bool:
     return fnmatch.fnmatchcase(target, glob)
 
 
-def _walk(root: Path, workspace: Path, skip: set[Path]):
-    """Yield canonical regular files under ``root`` in sorted order, inside the workspace."""
-    if root.is_file():
-        yield root
+def _skips(ws: Workspace, ctx: ToolContext) -> frozenset[str]:
+    """Directory names and root-relative paths the walk never enters."""
+    skip = set(SKIP_DIRS)
+    if ctx.spill_dir is not None:
+        try:
+            skip.add(str(ws.relative(str(ctx.spill_dir))))
+        except ToolError:
+            pass
+    return frozenset(skip)
+
+
+def _files(ws: Workspace, path: str, info: os.stat_result,
+           skip: frozenset[str]) -> Iterator[tuple[str, int]]:
+    """(shown path, open fd) of every searchable file under ``path``, sorted, through the
+    confined workspace: links, hard-linked files, FIFOs and sockets are never opened."""
+    if stat.S_ISLNK(info.st_mode):
+        raise ToolError(f"path '{path}' {LINK_REFUSAL}")
+    if not stat.S_ISDIR(info.st_mode):
+        fd = ws.open_file(path)
+        try:
+            yield ws.display(ws.resolve(path)), fd
+        finally:
+            os.close(fd)
         return
-    ws = Path(os.path.realpath(workspace))
-    for dirpath, dirnames, filenames in os.walk(root):
-        here = Path(dirpath)
-        dirnames[:] = sorted(d for d in dirnames
-                             if d not in SKIP_DIRS and (here / d) not in skip)
-        for name in sorted(filenames):
-            real = Path(os.path.realpath(here / name))
-            if is_within(ws, real) and real.is_file() and not any(
-                    s in real.parents for s in skip):
-                yield real
+    for rel, fd in ws.walk_files(path, skip=skip):
+        yield str(rel), fd
 
 
-def _search_file(real: Path, shown: str, regex: re.Pattern[str], hits: list[str]) -> bool:
-    """Append hits from one file; True once MAX_HITS is reached."""
+def _search_file(fd: int, shown: str, regex: re.Pattern[str], hits: list[str]) -> bool:
+    """Append hits from one open file; True once MAX_HITS is reached. The fd stays open
+    (its owner closes it)."""
     try:
-        if real.stat().st_size > MAX_FILE_BYTES:
+        if os.fstat(fd).st_size > MAX_FILE_BYTES:
             return False
-        with open(real, "rb") as handle:
+        with os.fdopen(os.dup(fd), "rb") as handle:
             if is_binary(handle.read(BINARY_SNIFF_BYTES)):
                 return False
             handle.seek(0)

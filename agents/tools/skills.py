@@ -5,7 +5,9 @@ A skill is a directory ``<skills dir>/<name>/SKILL.md``: front-matter with ``nam
 the deployment's (``ToolContext.extras["skills_dir"]``, set from settings) and the session
 workspace's ``<workspace>/.hermes/skills`` (the ``.hermes`` dir is where the workspace keeps
 harness state, so project files named ``skills/`` are never mistaken for skills). A workspace
-skill overrides a deployment skill of the same name.
+skill overrides a deployment skill of the same name. Both are read through the confined
+Workspace (agents/tools/workspace.py): a SKILL.md that is a symlink to a host file is never
+read (issue 8 finding 1), whether by skills_list, skill_view or the ``/name`` expansion.
 
 ``/name args`` in the chat becomes a machine-built message: the skill body plus an activation
 note (the scaffold, identical on every invocation) followed by the arguments (the tail). The
@@ -18,6 +20,7 @@ or storing skills from the web UI.
 from __future__ import annotations
 
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -26,6 +29,7 @@ from agents.cache import register_stable_prefix
 from agents.errors import ToolError
 from agents.messages import ToolSpec
 from agents.tools import PathScope, ToolContext, ToolOutput
+from agents.tools.workspace import Workspace
 
 SKILL_FILE = "SKILL.md"
 WORKSPACE_SKILLS_DIR = Path(".hermes") / "skills"
@@ -72,31 +76,66 @@ def parse_skill_file(text: str, *, default_name: str) -> tuple[dict[str, str], s
     return fields, body.strip()
 
 
-def load_skills(dirs: Iterable[Path | None]) -> list[Skill]:
+@dataclass(frozen=True, slots=True)
+class SkillSource:
+    """A skills dir read through a confined Workspace: ``workspace`` (the tree whose root is
+    trusted) and ``relative`` (the skills dir below it, "." for the root). Every component
+    below the root is opened without following links (issue 8 finding 1: a SKILL.md, a
+    skill dir, ``.hermes`` or ``skills`` planted as a symlink by a command is skipped)."""
+
+    workspace: Workspace
+    relative: str = "."
+
+
+def load_skills(dirs: Iterable[SkillSource | Path | None]) -> list[Skill]:
     """Skills found as ``<dir>/<name>/SKILL.md`` in each of ``dirs`` (None and missing dirs are
-    skipped), sorted by name. A later dir's skill replaces an earlier one of the same name.
-    Files with an invalid name, an empty body, or that cannot be read as text are skipped."""
+    skipped; a bare Path is a SkillSource rooted at it), sorted by name. A later dir's skill
+    replaces an earlier one of the same name. Files with an invalid name, an empty body, that
+    cannot be read as text, or that are links, hard links, FIFOs or sockets are skipped."""
     found: dict[str, Skill] = {}
     for directory in dirs:
-        if directory is None or not directory.is_dir():
+        if directory is None:
             continue
-        for path in sorted(directory.glob(f"*/{SKILL_FILE}")):
-            try:
-                text = path.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError):
-                continue
-            fields, body = parse_skill_file(text, default_name=path.parent.name)
-            name = fields["name"].strip().lower()
-            if not _NAME.match(name) or not body:
-                continue
-            description = " ".join(fields.get("description", "").split())
-            found[name] = Skill(name=name, description=description, body=body, path=path)
+        source = directory if isinstance(directory, SkillSource) else SkillSource(
+            Workspace(directory, label="skills directory"))
+        for skill in _read_source(source):
+            found[skill.name] = skill
     return [found[name] for name in sorted(found)]
 
 
-def skill_dirs(*, deployment_dir: Path | None, workspace: Path | None) -> list[Path | None]:
-    """The dirs ``load_skills`` reads, lowest precedence first."""
-    return [deployment_dir, workspace / WORKSPACE_SKILLS_DIR if workspace else None]
+def _read_source(source: SkillSource) -> list[Skill]:
+    ws, base = source.workspace, source.relative
+    try:
+        entries = ws.entries(base)
+    except ToolError:
+        return []  # missing, or the dir itself (or a parent) is a link
+    skills = []
+    for entry, info in entries:
+        if not stat.S_ISDIR(info.st_mode):
+            continue
+        relative = f"{base}/{entry}/{SKILL_FILE}"
+        try:
+            text = ws.read_bytes(relative).decode("utf-8")
+        except (ToolError, UnicodeDecodeError):
+            continue
+        fields, body = parse_skill_file(text, default_name=entry)
+        name = fields["name"].strip().lower()
+        if not _NAME.match(name) or not body:
+            continue
+        description = " ".join(fields.get("description", "").split())
+        skills.append(Skill(name=name, description=description, body=body,
+                            path=ws.root / base / entry / SKILL_FILE))
+    return skills
+
+
+def skill_dirs(*, deployment_dir: Path | None,
+               workspace: Path | None) -> list[SkillSource | None]:
+    """The dirs ``load_skills`` reads, lowest precedence first: the deployment's (rooted at
+    itself) and ``.hermes/skills`` walked from the workspace root."""
+    return [SkillSource(Workspace(deployment_dir, label="skills directory"))
+            if deployment_dir is not None else None,
+            SkillSource(Workspace(workspace), str(WORKSPACE_SKILLS_DIR))
+            if workspace is not None else None]
 
 
 def skills_index(skills: Iterable[Skill]) -> str:

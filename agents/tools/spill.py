@@ -20,10 +20,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from agents.errors import ToolError
 from agents.messages import Message
 from agents.tools import ToolContext
 from agents.tools.files import READ_MAX_LINE_CHARS
-from agents.tools.workspace import display_path
+from agents.tools.workspace import Workspace, display_path
 
 PER_RESULT_CHARS = 100_000
 PER_TURN_CHARS = 200_000
@@ -93,10 +94,11 @@ def spill_message(message: Message, ctx: ToolContext, limits: SpillLimits) -> Me
     text = message.wire_text
     try:
         path = _write_spill(text, ctx, message.tool_call_id or "result")
-    except OSError as exc:
+    except (OSError, ToolError) as exc:
         keep = limits.per_result
+        reason = getattr(exc, "strerror", None) or exc
         note = (f"\n[Truncated: {len(text) - keep} of {len(text)} chars omitted; the full "
-                f"output could not be saved ({exc.strerror or exc})]")
+                f"output could not be saved ({reason})]")
         return replace(message, sent_content=text[:keep] + note)
     block = spill_block(text, display_path(ctx.workspace, path), limits.preview)
     return replace(message, sent_content=block)
@@ -151,18 +153,15 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 def _write_spill(text: str, ctx: ToolContext, call_id: str) -> Path:
     """Write raw text (real newlines, no JSON wrapper; case B36) to a fresh file named after
-    the call id. Raises OSError."""
+    the call id, through the confined Workspace (a spill dir or name planted as a link by a
+    command is refused, never written through). Raises OSError or ToolError."""
     assert ctx.spill_dir is not None
-    ctx.spill_dir.mkdir(parents=True, exist_ok=True)
+    ws = Workspace(ctx.workspace)
+    directory = str(ws.relative(str(ctx.spill_dir)))
     stem = _UNSAFE.sub("_", call_id).lstrip(".") or "result"
+    data = text.encode("utf-8", "surrogatepass")
     for attempt in range(1, 1000):
         name = f"{stem}.txt" if attempt == 1 else f"{stem}-{attempt}.txt"
-        path = ctx.spill_dir / name
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-        except FileExistsError:
-            continue
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-        return Path(os.path.realpath(path))
+        if ws.create_exclusive(directory, name, data):
+            return ws.root / directory / name
     raise OSError(f"no free spill file name for {stem}")

@@ -83,4 +83,5 @@ class Terminal:
         lines.append(f"[exit code {result.exit_code}]")
         return ToolOutput(text="\n".join(lines), is_error=result.timed_out or result.interrupted,
                           metadata={"exit_code": result.exit_code,
-                                    "timed_out": result.timed_out})
+                                    "timed_out": result.timed_out,
+                                    **({"stopped": True} if result.interrupted else {})})

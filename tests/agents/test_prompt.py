@@ -72,18 +72,22 @@ def test_per_model_notes(tmp_path: Path):
     assert "function-calling interface" in gemini and "function-calling" not in claude
 
 
-def test_context_discovery_hermes_walks_up_to_repo_root(tmp_path: Path):
+def test_context_discovery_stops_at_the_workspace_root_even_inside_a_repo(tmp_path: Path):
+    """Issue 8 finding 4: hermes walks up to the git root; here nothing above the workspace
+    (shared with other users) is ever read, and a linked HERMES.md does not count."""
     repo = tmp_path / "repo"
     workspace = repo / "pkg" / "sub"
     workspace.mkdir(parents=True)
     (repo / ".git").mkdir()
-    (tmp_path / "HERMES.md").write_text("outside the repo")
+    (repo / ".hermes.md").write_text("root hermes")
+    (repo / "pkg" / "HERMES.md").write_text("nearer hermes")
+    assert find_context_file(workspace) is None
     (workspace / "AGENTS.md").write_text("agents")
     assert find_context_file(workspace) == workspace.resolve() / "AGENTS.md"
-    (repo / ".hermes.md").write_text("root hermes")
-    assert find_context_file(workspace) == repo.resolve() / ".hermes.md"
-    (repo / "pkg" / "HERMES.md").write_text("nearer hermes")
-    assert find_context_file(workspace) == (repo / "pkg").resolve() / "HERMES.md"
+    (workspace / "HERMES.md").symlink_to(repo / ".hermes.md")
+    assert find_context_file(workspace) == workspace.resolve() / "AGENTS.md"
+    (workspace / ".hermes.md").write_text("own")
+    assert find_context_file(workspace) == workspace.resolve() / ".hermes.md"
 
 
 def test_context_discovery_order_in_workspace_and_no_walk_without_repo(tmp_path: Path):

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from agents.errors import ToolError
+from agents.tools.workspace import Workspace
 from agents.tools import ToolContext
 from agents.tools.files import READ_MAX_CHARS, Patch, ReadFile, WriteFile
 
@@ -181,7 +182,7 @@ def test_multi_file_patch_rolls_back_when_a_write_fails(ctx: ToolContext) -> Non
     a.write_text("one\n")
     (ctx.workspace / "plain").write_text("a file, so nothing can be created below it")
     with pytest.raises(ToolError, match="no file was changed"):
-        Patch._write_all({a: "ONE\n", ctx.workspace / "plain" / "b.txt": "TWO\n"},
+        Patch._write_all(Workspace(ctx.workspace), {a: "ONE\n", ctx.workspace / "plain" / "b.txt": "TWO\n"},
                          {a: "one\n", ctx.workspace / "plain" / "b.txt": ""})
     assert a.read_text() == "one\n"
 

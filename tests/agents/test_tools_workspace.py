@@ -69,9 +69,12 @@ def test_dangling_symlink_pointing_outside_is_refused(ws: Path, tmp_path: Path) 
         resolve_in_workspace(ws, "newdir/x")
 
 
-def test_symlink_inside_the_workspace_is_followed(ws: Path) -> None:
+def test_symlink_inside_the_workspace_is_refused_too(ws: Path) -> None:
+    """Issue 8 finding 1: no link is followed, even one pointing inside (the agent can
+    retarget it between any check and the open)."""
     (ws / "alias").symlink_to(ws / "src")
-    assert resolve_in_workspace(ws, "alias/a.py") == ws.resolve() / "src/a.py"
+    with pytest.raises(ToolError, match="symbolic link"):
+        resolve_in_workspace(ws, "alias/a.py")
 
 
 def test_workspace_reached_through_a_symlink(ws: Path, tmp_path: Path) -> None:

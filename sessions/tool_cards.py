@@ -1,0 +1,155 @@
+"""What a tool card says: a one-line description of the call, per tool, and its status word.
+
+Built from the call's arguments (as the model sent them) and the result's metadata
+(Message.tool_meta: agents.tools.ToolOutput.metadata, stored by sessions/sink.py), never by
+pattern-matching the stored output text (issue 14, broken item 6: cards read
+``hello.txt, old, new, false``). Examples: ``patch hello.txt: 1 replacement``,
+``read README.md``, ``terminal: ls -la``, ``search "foo" in src/: 3 matches``.
+Display only: nothing here decides what runs.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+SUMMARY_CHARS = 120
+"""Longest card summary (chars); longer ones end with an ellipsis."""
+FINISHED_STATUSES = frozenset({"done", "error", "failed", "stopped", "cancelled", "denied",
+                               "expired"})
+"""Statuses after which a card never goes back to "running" (static/chat.js has the same)."""
+APPROVAL_STATUSES = {"cancelled": "cancelled", "denied": "denied", "expired": "expired"}
+"""Approval request state → card status, for calls that never ran because of it."""
+
+
+def call_arguments(arguments: Any) -> dict | None:
+    """The call's arguments as a dict (they arrive as JSON text or already parsed); None
+    when they are not a JSON object."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments or "{}")
+        except ValueError:
+            return None
+    return arguments if isinstance(arguments, dict) else None
+
+
+def _plural(count: int, word: str, plural: str | None = None) -> str:
+    return f"{count:,} {word if count == 1 else (plural or word + 's')}"
+
+
+def _text(value: Any) -> str:
+    """One line: strings as they are, anything else as compact JSON; whitespace collapsed."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return " ".join(text.split())
+
+
+def _count(meta: dict, key: str) -> int | None:
+    value = meta.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _terminal(args: dict, meta: dict) -> str:
+    return f"terminal: {_text(args.get('command', ''))}"
+
+
+def _read_file(args: dict, meta: dict) -> str:
+    text = f"read {_text(args.get('path', '?'))}"
+    offset, limit = args.get("offset"), args.get("limit")
+    if isinstance(offset, int) and isinstance(limit, int):
+        text += f" lines {offset:,}–{offset + limit - 1:,}"
+    elif isinstance(offset, int):
+        text += f" from line {offset:,}"
+    total = _count(meta, "total_lines")
+    return text + (f" ({_plural(total, 'line')})" if total is not None else "")
+
+
+def _write_file(args: dict, meta: dict) -> str:
+    verb = {True: "create", False: "overwrite"}.get(meta.get("created"), "write")
+    text = f"{verb} {_text(args.get('path', '?'))}"
+    lines = _count(meta, "lines")
+    return text + (f": {_plural(lines, 'line')}" if lines is not None else "")
+
+
+def _patch(args: dict, meta: dict) -> str:
+    edits = args.get("edits")
+    if isinstance(edits, list) and edits:
+        paths = list(dict.fromkeys(_text(e.get("path", "?")) for e in edits
+                                   if isinstance(e, dict)))
+        target = paths[0] if len(paths) == 1 else ", ".join(paths)
+    else:
+        target = _text(args.get("path", "?"))
+    replacements = _count(meta, "replacements")
+    return f"patch {target}" + (f": {_plural(replacements, 'replacement')}"
+                                if replacements is not None else "")
+
+
+def _search_files(args: dict, meta: dict) -> str:
+    text = f'search "{_text(args.get("pattern", ""))}" in {_text(args.get("path") or ".")}'
+    if args.get("glob"):
+        text += f" ({_text(args['glob'])})"
+    hits = _count(meta, "hits")
+    if hits is not None:
+        text += f": {_plural(hits, 'match', 'matches')}{'+' if meta.get('truncated') else ''}"
+    return text
+
+
+def _skill_view(args: dict, meta: dict) -> str:
+    return f"view skill {_text(args.get('name', '?'))}"
+
+
+def _session_search(args: dict, meta: dict) -> str:
+    return f'search past sessions for "{_text(args.get("query", ""))}"'
+
+
+DESCRIBERS = {
+    "terminal": _terminal, "read_file": _read_file, "write_file": _write_file,
+    "patch": _patch, "search_files": _search_files, "skills_list": lambda a, m: "list skills",
+    "skill_view": _skill_view, "session_search": _session_search,
+}
+"""Tool name → (arguments, metadata) → description. Other tools (MCP, new ones) get
+``name: value, value``."""
+
+
+def tool_summary(name: str, arguments: Any, meta: dict | None = None) -> str:
+    """The card's one-line description of a call (see the module docstring), at most
+    SUMMARY_CHARS chars. Never raises: arguments that are not a JSON object, or of
+    unexpected types, fall back to a plain rendering."""
+    meta = meta if isinstance(meta, dict) else {}
+    args = call_arguments(arguments)
+    describe = DESCRIBERS.get(name)
+    if args is None:
+        text = f"{name}: {_text(arguments)}" if arguments not in (None, "", {}) else name
+    elif describe is not None:
+        try:
+            text = describe(args, meta)
+        except (AttributeError, TypeError, ValueError):
+            text = f"{name}: {_text(args)}"
+    else:
+        values = ", ".join(_text(v) for v in args.values())
+        text = f"{name}: {values}" if values else name
+    text = " ".join(text.split())
+    return text if len(text) <= SUMMARY_CHARS else text[:SUMMARY_CHARS - 1] + "…"
+
+
+def tool_status(*, result: dict | None, approval_state: str | None = None) -> tuple[str, str]:
+    """(status, label) of a card. ``result``: the tool message dict (None while it has not
+    answered); ``approval_state``: the state of the call's approval request, if any.
+
+    running · done · error (the tool failed) · failed with label "exit N" (a command that
+    ran and exited non-zero, from metadata exit_code) · stopped (the user pressed stop: the
+    command was killed, or the call was skipped; metadata stopped) · cancelled / denied /
+    expired (its approval was, so it never ran)."""
+    meta = (result or {}).get("tool_meta") or {}
+    if meta.get("stopped"):
+        return "stopped", "stopped"
+    if approval_state in APPROVAL_STATUSES and (result is None or result.get("is_error")):
+        status = APPROVAL_STATUSES[approval_state]
+        return status, status
+    if result is None:
+        return "running", "running"
+    if result.get("is_error"):
+        return "error", "timed out" if meta.get("timed_out") else "error"
+    exit_code = _count(meta, "exit_code")
+    if exit_code not in (None, 0):
+        return "failed", f"exit {exit_code}"
+    return "done", "done"
