@@ -12,10 +12,9 @@ from pathlib import Path
 import pytest
 
 from agents.simulator.script import Reply, Script, ScriptRequest, ToolCallSpec
-from sessions import toolbox
-from sessions.models import Message, Turn
-from sessions.services import session_create, turn_start, workspace_path
-from sessions.tasks import turn_run_task
+
+# Django modules are imported inside the fixtures: pytest loads this conftest before Django
+# is set up when a path under tests/security is given on the command line.
 
 
 @pytest.fixture
@@ -32,6 +31,8 @@ def layout(hermes_settings, tmp_path):
         conn.execute("CREATE TABLE sessions_session (id INTEGER, bypass_approvals INTEGER)")
         conn.execute("INSERT INTO sessions_session VALUES (1, 0)")
     (tmp_path / "secret_key").write_text("s3cret")
+    from sessions import toolbox
+
     toolbox.backend_kind.cache_clear()
     yield {"data": tmp_path, "db": db}
     toolbox.backend_kind.cache_clear()
@@ -79,19 +80,26 @@ def write_file(path: str, content: str) -> ToolCallSpec:
     return ToolCallSpec(name="write_file", input={"path": path, "content": content})
 
 
-def run_turn(session, user, text: str = "go") -> Turn:
+def run_turn(session, user, text: str = "go"):
     """Start a turn and run it as the worker does; return the refreshed turn."""
+    from sessions.services import turn_start
+    from sessions.tasks import turn_run_task
+
     turn = turn_start(session=session, user=user, text=text)
     turn_run_task.apply(args=[session.pk])
     turn.refresh_from_db()
     return turn
 
 
-def tool_results(session) -> list[Message]:
+def tool_results(session) -> list:
+    from sessions.models import Message
+
     return list(Message.objects.filter(session=session, role="tool").order_by("id"))
 
 
 @pytest.fixture
 def alice_session(people):
+    from sessions.services import session_create, workspace_path
+
     session = session_create(user=people["alice"])
     return session, workspace_path(session)
