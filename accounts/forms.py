@@ -1,5 +1,6 @@
-"""Forms for /spend/: the date range and a budget. Bad input is a form error; nothing is
-stored (accounts/services.py re-validates every value it stores)."""
+"""Forms for account pages: /spend/'s date range and a budget, and a team's approval
+policy. Bad input is a form error; nothing is stored (accounts/services.py re-validates
+every value it stores and decides)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from django import forms
 from accounts.models import Budget
 from accounts.spend import range_validate
 from agents.spend_caps import limit_parse
+from agents.command_rules import RISK_SEVERITY
 
 
 class SpendRangeForm(forms.Form):
@@ -55,3 +57,13 @@ class BudgetForm(forms.Form):
         if data.get("scope") == "user" and not data.get("member"):
             raise forms.ValidationError("choose the member this budget is for")
         return data
+
+
+class TeamPolicyForm(forms.Form):
+    """admin_only_risk_classes: the risk classes only an admin other than the requester may
+    approve (checkboxes; none checked means the owner may approve everything)."""
+
+    admin_only_risk_classes = forms.MultipleChoiceField(
+        choices=[(c, c.replace("_", " ")) for c in RISK_SEVERITY], required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Risk classes that need an admin other than the requester")

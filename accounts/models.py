@@ -11,6 +11,14 @@ from django.utils import timezone
 
 from agents.pricing import BUCKETS, override_validate
 
+from agents.command_rules import DEFAULT_ADMIN_ONLY_CLASSES
+
+
+def default_admin_only_risk_classes() -> list[str]:
+    """A new team's admin-only classes: the destructive ones (issue 8 item 5: by default a
+    destructive request needs an admin other than the requester)."""
+    return list(DEFAULT_ADMIN_ONLY_CLASSES)
+
 
 class Team(models.Model):
     """A group of users; its admins review approvals raised by its members."""
@@ -18,7 +26,9 @@ class Team(models.Model):
     name = models.CharField(max_length=100, unique=True)
     # Risk classes (agents/policy.py Decision.risk_class) that only a team admin may approve,
     # so a member cannot approve their own request for them.
-    admin_only_risk_classes = models.JSONField(default=list, blank=True)
+    # Team admins edit it on the team settings page (accounts.views.team_settings_view).
+    admin_only_risk_classes = models.JSONField(default=default_admin_only_risk_classes,
+                                               blank=True)
     deny_rules = models.JSONField(default=list, blank=True,
                                   help_text="Command patterns denied for every member.")
     created_at = models.DateTimeField(auto_now_add=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 
 from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth import get_user_model, logout
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -20,7 +21,11 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from accounts.forms import TeamPolicyForm
+from accounts.models import Membership
+from accounts.services import team_get_for_admin, team_policy_set
 
 from accounts.charts import chart_spend_by_day
 from accounts.forms import BudgetForm, SpendRangeForm
@@ -206,3 +211,27 @@ def turn_budget_resume_view(request: HttpRequest, session_id: int) -> HttpRespon
             "status": {"state": "queued" if turn_id else "idle", "reason": "",
                        "turn_id": turn_id}})
     return redirect("session_detail", session_id=session.pk)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def team_settings_view(request: HttpRequest, team_id: int) -> HttpResponse:
+    """A team's approval policy, for its admins (404 for anyone else): which risk classes
+    only an admin other than the requester may approve. POST saves (audited)."""
+    team = team_get_for_admin(user=request.user, team_id=team_id)
+    form = TeamPolicyForm(request.POST or None, initial={
+        "admin_only_risk_classes": list(team.admin_only_risk_classes or [])})
+    if request.method == "POST" and form.is_valid():
+        try:
+            team_policy_set(user=request.user, team_id=team.pk,
+                            admin_only_risk_classes=form.cleaned_data["admin_only_risk_classes"])
+        except ValidationError as exc:
+            form.add_error(None, exc)
+        else:
+            messages.success(request, "Team approval policy saved.")
+            return redirect("team_settings", team_id=team.pk)
+    admins = (Membership.objects.filter(team=team, role=Membership.Role.ADMIN)
+              .select_related("user").order_by("user__username"))
+    return render(request, "accounts/team_settings.html",
+                  {"team": team, "form": form, "admins": admins},
+                  status=400 if request.method == "POST" else 200)

@@ -27,6 +27,9 @@ class Word(NamedTuple):
 
     text: str
     dyn: int = 0
+    quoted: bool = False
+    """Every expansion in the word sits inside double quotes: the shell does not
+    word-split it (``bash -c "$(printf ...)"`` is ONE word, failure case B29)."""
 
 
 # Flag tables: long → short aliases; True = short flags may be combined ("-rf").
@@ -83,6 +86,22 @@ def normalize_argv(argv: tuple[str, ...]) -> tuple[str, ...]:
         else:
             flags.add(aliases.get(arg, arg))
     return (*head, *sorted(flags), *operands)
+
+
+def git_globals(argv: tuple[str, ...]) -> tuple[str, ...]:
+    """The global options before a git subcommand (``git -C d -c k=v push`` gives
+    ("-C", "d", "-c", "k=v")), which normalize_argv drops: they change which repository and
+    configuration the command acts on, so an exact rule must still see them."""
+    if not argv or argv[0].rsplit("/", 1)[-1] != "git":
+        return ()
+    out: list[str] = []
+    rest = list(argv[1:])
+    while rest and rest[0].startswith("-"):
+        opt = rest.pop(0)
+        out.append(opt)
+        if opt in _GIT_GLOBAL_WITH_ARG and rest:
+            out.append(rest.pop(0))
+    return tuple(out)
 
 
 def normalize_pattern(pattern: str) -> str:
@@ -273,3 +292,63 @@ def unwrap(words: list[Word]) -> list[Word] | None:
     if name == "xargs" and not rest:
         return [Word("echo")]
     return rest or None
+
+
+def prepare_for_parsing(text: str) -> str:
+    """Rewrite forms bashlex cannot read into equivalents with the same meaning for
+    analysis: ANSI-C quotes decoded, ``$IFS`` → space, ``[[ ]]`` → ``[ ]``, arithmetic
+    without substitutions → 0, quoted heredoc delimiters unquoted, ``time`` dropped."""
+    text = text.replace("\\\n", "")
+    text = _unquote_ansi_c(text)
+    text = re.sub(r"\$\{IFS[^}]*\}|\$IFS(?![A-Za-z0-9_])", " ", text)
+    text = re.sub(r"(?<!\S)\[\[(?=\s)", "[", text)
+    text = re.sub(r"(?<=\s)\]\](?=\s|;|$|&|\|)", "]", text)
+    text = re.sub(r"\$\(\(([^()$`]*)\)\)", "0", text)
+    text = re.sub(r"<<(-?)\s*(['\"])(\w+)\2", r"<<\1\3", text)
+    return re.sub(r"(^|[;&|(\n]\s*)time\s+(-p\s+)?", r"\1", text)
+
+
+_ANSI_C = re.compile(r"\$'((?:[^'\\]|\\.)*)'")
+
+
+def _unquote_ansi_c(text: str) -> str:
+    """Rewrite ``$'...'`` (outside other quotes only) as a plain single-quoted string with
+    the escapes decoded, and ``$"..."`` as ``"..."``."""
+    out: list[str] = []
+    quote: str | None = None
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c == "\\" and quote != "'":
+            out.append(text[i:i + 2])
+            i += 2
+            continue
+        if quote is None and text.startswith("$'", i) and (m := _ANSI_C.match(text, i)):
+            out.append("'" + decode_ansi_c(m.group(1)).replace("'", "'\\''") + "'")
+            i = m.end()
+            continue
+        if quote is None and text.startswith('$"', i):
+            i += 1
+            continue
+        if c in "'\"" and quote in (None, c):
+            quote = None if quote else c
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def in_double_quotes(template: str, marker: str) -> bool:
+    """Is ``marker`` inside double quotes in shell word ``template``?"""
+    quote: str | None = None
+    i = 0
+    while i < len(template):
+        if template.startswith(marker, i):
+            return quote == '"'
+        c = template[i]
+        if c == "\\" and quote != "'":
+            i += 2
+            continue
+        if c in "'\"" and quote in (None, c):
+            quote = None if quote else c
+        i += 1
+    return False

@@ -14,10 +14,8 @@ from __future__ import annotations
 import posixpath
 import re
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
 from typing import Literal
 
-from agents.command_forms import normalize_pattern
 from agents.commands import ParsedCommand, SimpleCommand
 
 Level = Literal["hardline", "guard", "ask"]
@@ -188,6 +186,75 @@ def _floor(cmd: SimpleCommand) -> str | None:
     return None
 
 
+_RUNNERS = frozenset({"systemd-run", "nsenter", "chroot", "unshare", "machinectl",
+                      "runuser", "setpriv", "capsh", "firejail", "bwrap", "flatpak-spawn"})
+_HISTORY = re.compile(r"(^|/)\.(bash_history|zsh_history|history|sh_history|python_history|"
+                      r"mysql_history|psql_history|sqlite_history|lesshst|viminfo|"
+                      r"node_repl_history|rediscli_history|local/share/fish/fish_history)$")
+_LOGS = re.compile(r"^/var/(log|run/utmp|adm)(/|$)|^/run/(utmp|log)(/|$)|^/var/lib/"
+                   r"(lastlog|wtmp|btmp)")
+_HOME_CONFIG = re.compile(
+    r"^\.(bashrc|bash_profile|bash_login|bash_logout|profile|zshrc|zshenv|zprofile|zlogin|"
+    r"zlogout|kshrc|cshrc|tcshrc|inputrc|ssh|gitconfig|git-credentials|config|claude|"
+    r"claude\.json|codex|gemini|cursor|aider[\w.-]*|hermes|continue|copilot|npmrc|pypirc|"
+    r"netrc|gnupg|aws|kube|docker|vimrc|vim|emacs|emacs\.d|tmux\.conf|screenrc|local/bin|"
+    r"pam_environment|xprofile|xinitrc|Xresources|curlrc|wgetrc|pip|condarc|mcp\.json)(/|$)")
+
+
+def _home_rel(target: str) -> str | None:
+    """``target`` relative to a home directory (``~``, ``$HOME``, /root, /home/<u>), or
+    None when it is not under one."""
+    t = re.sub(r"^(\$HOME|\$\{HOME\})(?=/|$)", "~", target)
+    m = re.match(r"^(~[^/]*|/root|/home/[^/]+|/Users/[^/]+)(/+(.*))?$", t)
+    if not m:
+        return None
+    return posixpath.normpath(m.group(3) or ".")
+
+
+def _is_home(target: str) -> bool:
+    """The home directory itself (``~``, ``~/``, ``$HOME``, /home/u, /root)."""
+    return _home_rel(target.rstrip("/") or "/") == "."
+
+
+def home_config_file(target: str) -> bool:
+    """A shell's or an agent's config file in a home directory (.bashrc, .ssh/, .claude/,
+    .gitconfig ...; seed "The gate that trust cannot switch off")."""
+    rel = _home_rel(target)
+    return rel is not None and bool(_HOME_CONFIG.match(rel))
+
+
+def _anti_forensics(cmd: SimpleCommand) -> str | None:
+    """Wiping shell history or system logs (issue 8 item 4)."""
+    argv = cmd.argv
+    name, args = argv[0], argv[1:]
+    if name == "history" and any(a in ("-c", "-w", "-d", "-r") or a.startswith("-c")
+                                 for a in args):
+        return "clears the shell history"
+    if name in ("unset",) and any(a in ("HISTFILE", "HISTSIZE", "HISTFILESIZE") for a in args):
+        return "turns shell history off"
+    if name in ("export", "set", "declare", "typeset", ":") and any(
+            re.match(r"(HISTFILE|HISTSIZE|HISTFILESIZE)=", a) or a == "history"
+            and "+o" in args for a in args):
+        return "turns shell history off"
+    if name == "journalctl" and any(a.startswith(("--vacuum", "--rotate", "--flush"))
+                                    for a in args):
+        return "deletes system journal entries"
+    if name in ("auditctl",) and ("-D" in args or "-e" in args):
+        return "turns off or clears the audit rules"
+    if name == "dmesg" and any(a in ("-c", "-C", "--clear", "--read-clear") for a in args):
+        return "clears the kernel log"
+    if name in ("logrotate", "utmpdump", "wipe", "srm"):
+        return f"{name} rewrites or wipes logs"
+    targets = list(write_targets(cmd))
+    if name in ("ln",) and len(targets) == 1:
+        pass
+    for t in targets + ([a for a in args if not a.startswith("-")] if name in (
+            "shred", "rm", "truncate", "unlink") else []):
+        if _HISTORY.search(t) or _LOGS.match(t):
+            return f"wipes {t} (shell history or system logs)"
+    return None
+
+
 def _sudo_guard(cmd: SimpleCommand) -> str | None:
     """Password piping into sudo (hermes-facts §10 step 3; failure case B30)."""
     for layer in cmd.layers:
@@ -211,6 +278,16 @@ def _ask(cmd: SimpleCommand) -> tuple[str, str, str] | None:
     sub = ops[0] if ops else ""
     if any(layer[0] in _PRIVILEGE for layer in cmd.layers):
         return "privilege", "privilege", "runs with elevated privileges"
+    if any(layer[0] in _RUNNERS for layer in cmd.layers):
+        return "privilege", "privilege", "runs a command in another namespace, root or unit"
+    if (forensic := _anti_forensics(cmd)) is not None:
+        return "anti_forensics", "anti_forensics", forensic
+    if name in ("mv", "rsync", "ln", "cp") and any(_is_home(t) for t in (
+            ops[:-1] if name == "mv" else ops[-1:] if name in ("ln", "rsync", "cp") else ops)):
+        if name == "mv" or "--delete" in args or name == "ln" or "-T" in args:
+            return "home_move", "destructive", "moves or replaces the home directory"
+    if (conf := next((t for t in write_targets(cmd) if home_config_file(t)), None)) is not None:
+        return "home_config", "home_config", f"writes {conf}, a shell or agent config file"
     if name == "rm" and "-r" in args or name == "find" and "-delete" in args:
         return "recursive_delete", "destructive", "deletes a directory tree"
     if name in ("shred", "wipefs") or _MKFS.match(name) or name == "dd" and any(
@@ -273,9 +350,21 @@ _PARSER_FINDINGS: dict[str, tuple[Level, str, str]] = {
     "exec_process_substitution": ("ask", "remote_code", "runs a script from a substitution"),
     "inline_code": ("ask", "inline_code", "an interpreter runs inline code"),
     "fork_bomb": ("hardline", "destructive", "a fork bomb exhausts the host"),
+    "script_unreadable": ("ask", "remote_code", "runs a script the policy cannot read safely "
+                          "(outside the workspace, a symlink, missing or computed)"),
+    "script_opaque": ("ask", "remote_code", "runs a script whose effects cannot be seen"),
+    "exec_hook": ("ask", "exec_hook", "a program is told to run another command"),
+    "env_hook": ("ask", "exec_hook", "sets a variable that makes programs load or run code"),
+    "unknown_wrapper": ("ask", "exec_hook", "an unknown program may run the command after it"),
+    "download_exec": ("ask", "remote_code", "a download is piped to an interpreter"),
+    "schedules": ("ask", "system_admin", "schedules a command to run later (at/batch)"),
+    "remote_host": ("ask", "network", "runs a command on another host (ssh)"),
+    "xargs_operands": ("ask", "destructive", "xargs gives a writing or deleting command "
+                       "operands the policy cannot see"),
 }
 
-_SELF_EXPLAINED = frozenset({"pipe_to_shell"})
+
+_SELF_EXPLAINED = frozenset({"pipe_to_shell", "download_exec"})
 """Parser findings whose detail restates the reason instead of quoting the command: the
 reason stands alone (an approval card said "…from a pipe: a shell reads its script from a
 pipe")."""
@@ -302,24 +391,3 @@ def assess(parsed: ParsedCommand) -> tuple[Finding, ...]:
             out.append(Finding(level="ask", rule=ask[0], risk_class=ask[1], reason=ask[2],
                                command=i))
     return tuple(out)
-
-
-def rule_matches(pattern: str, parsed: ParsedCommand, index: int | None) -> bool:
-    """Does ``pattern`` (normalised like a command) match command ``index`` (any wrapper
-    layer), or, for ``index`` None, the whole normalised line? A pattern also matches a
-    command that continues with more arguments (``sudo`` matches ``sudo id``)."""
-    pat = normalize_pattern(pattern)
-    if not pat:
-        return False
-    texts = [parsed.normalized] if index is None else [
-        " ".join(layer) for layer in parsed.commands[index].layers]
-    return any(fnmatchcase(t, pat) or fnmatchcase(t, pat + " *") for t in texts)
-
-
-def first_matching_rule(patterns: tuple[str, ...], parsed: ParsedCommand) -> str | None:
-    """The first of ``patterns`` matching any command of ``parsed`` (see rule_matches)."""
-    for p in patterns:
-        if any(rule_matches(p, parsed, i) for i in range(len(parsed.commands))) or \
-                rule_matches(p, parsed, None):
-            return p
-    return None

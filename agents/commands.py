@@ -14,13 +14,18 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from typing import Any
 
 import bashlex
 
-from agents.command_forms import Word, decode_ansi_c, normalize_argv, static_output, unwrap
+from agents.command_forms import (Word, git_globals, in_double_quotes, normalize_argv,
+                                  prepare_for_parsing, static_output, unwrap)
+from agents.command_hooks import HookWalker
+from agents.command_scripts import ScriptReader
+from agents.command_tables import (AWKS, DOWNLOADERS, EDITORS, GLOB_CANDIDATES, INTERPRETER,
+                                   KNOWN_PROGRAMS, SHELLS, WRITE_PROGRAMS, _GLOB_NAME)
 
-SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish", "rbash"})
 MAX_DEPTH = 8  # nested sh -c / eval / decode levels before giving up (then: unparseable)
 
 
@@ -39,6 +44,9 @@ class SimpleCommand:
     stdin: str = ""
     stdin_text: str | None = None
     cwd: str | None = None
+    options: tuple[str, ...] = ()
+    """git's global options (``-C dir``, ``-c key=value``), dropped from ``layers`` so rules
+    read the subcommand, kept here and in ``display`` so an exact rule sees them."""
 
     @property
     def argv(self) -> tuple[str, ...]:
@@ -53,7 +61,9 @@ class SimpleCommand:
 
     def display(self) -> str:
         """The outermost layer plus redirections, for people (``sudo -n id > out``)."""
-        return " ".join((*self.layers[0], *(f"{op} {t}" for op, t in self.redirects)))
+        outer = self.layers[0][:1] + self.options + self.layers[0][1:]
+        return " ".join((*(shlex.quote(w) if w else "''" for w in outer),
+                         *(f"{op} {shlex.quote(t)}" for op, t in self.redirects)))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -76,10 +86,12 @@ class ParsedCommand:
         return not any(rule == "unparseable" for rule, _ in self.findings)
 
 
-def parse_command(text: str) -> ParsedCommand:
+def parse_command(text: str, reader: ScriptReader | None = None) -> ParsedCommand:
     """Parse ``text`` into simple commands. Never raises: what bashlex cannot parse gives a
-    ParsedCommand with an "unparseable" finding (the policy asks; B29)."""
-    walker = _Walker(text)
+    ParsedCommand with an "unparseable" finding (the policy asks; B29). ``reader`` reads
+    the scripts the command runs (``sh x``, ``. x``, ``python x.py``, ``./x``); without one
+    every such script is unreadable (asks)."""
+    walker = _Walker(text, reader)
     walker.parse(text, 0)
     return ParsedCommand(source=text, commands=tuple(walker.commands),
                          findings=tuple(dict.fromkeys(walker.findings)))
@@ -88,53 +100,11 @@ def parse_command(text: str) -> ParsedCommand:
 _FORK_BOMB = re.compile(r"([\w:.]+)\s*\(\s*\)\s*\{[^}]*\1\s*\|\s*\1\s*&")
 
 
-def _prepare(text: str) -> str:
-    """Rewrite forms bashlex cannot read into equivalents with the same meaning for
-    analysis: ANSI-C quotes decoded, ``$IFS`` → space, ``[[ ]]`` → ``[ ]``, arithmetic
-    without substitutions → 0, quoted heredoc delimiters unquoted, ``time`` dropped."""
-    text = text.replace("\\\n", "")
-    text = _unquote_ansi_c(text)
-    text = re.sub(r"\$\{IFS[^}]*\}|\$IFS(?![A-Za-z0-9_])", " ", text)
-    text = re.sub(r"(?<!\S)\[\[(?=\s)", "[", text)
-    text = re.sub(r"(?<=\s)\]\](?=\s|;|$|&|\|)", "]", text)
-    text = re.sub(r"\$\(\(([^()$`]*)\)\)", "0", text)
-    text = re.sub(r"<<(-?)\s*(['\"])(\w+)\2", r"<<\1\3", text)
-    return re.sub(r"(^|[;&|(\n]\s*)time\s+(-p\s+)?", r"\1", text)
-
-
-_ANSI_C = re.compile(r"\$'((?:[^'\\]|\\.)*)'")
-
-
-def _unquote_ansi_c(text: str) -> str:
-    """Rewrite ``$'...'`` (outside other quotes only) as a plain single-quoted string with
-    the escapes decoded, and ``$"..."`` as ``"..."``."""
-    out: list[str] = []
-    quote: str | None = None
-    i = 0
-    while i < len(text):
-        c = text[i]
-        if c == "\\" and quote != "'":
-            out.append(text[i:i + 2])
-            i += 2
-            continue
-        if quote is None and text.startswith("$'", i) and (m := _ANSI_C.match(text, i)):
-            out.append("'" + decode_ansi_c(m.group(1)).replace("'", "'\\''") + "'")
-            i = m.end()
-            continue
-        if quote is None and text.startswith('$"', i):
-            i += 1
-            continue
-        if c in "'\"" and quote in (None, c):
-            quote = None if quote else c
-        out.append(c)
-        i += 1
-    return "".join(out)
-
-
-class _Walker:
+class _Walker(HookWalker):
     """Collects simple commands and findings from one command line (all nesting levels)."""
 
-    def __init__(self, source: str):
+    def __init__(self, source: str, reader: ScriptReader | None = None):
+        self.reader = reader
         self.commands: list[SimpleCommand] = []
         self.findings: list[tuple[str, str]] = []
         self.env: dict[str, str] = {}
@@ -149,7 +119,7 @@ class _Walker:
         if depth > MAX_DEPTH:
             self.findings.append(("unparseable", "nesting too deep"))
             return None
-        prepared = _prepare(text)
+        prepared = prepare_for_parsing(text)
         try:
             trees = bashlex.parse(prepared)
         except Exception as exc:  # bashlex raises many types; any failure means "ask"
@@ -195,11 +165,22 @@ class _Walker:
         if kind == "pipeline":
             out: str | None = None
             first = True
+            downloaded = False
             for part in node.parts:
                 if part.kind in ("pipe", "reservedword"):
                     continue
+                start = len(self.commands)
                 out = self.walk(part, depth, None if first else out, not first)
                 first = False
+                names = {layer[0] for c in self.commands[start:] for layer in c.layers}
+                if downloaded and any(n in SHELLS or INTERPRETER.fullmatch(n) or n in (
+                        "source", ".", "eval", "xargs", "sudo") for n in names) and not any(
+                        r == "pipe_to_shell" for r, _ in self.findings):
+                    # ``curl x | python3 - arg``, ``wget -O- x | bash -s -- y``: with or
+                    # without arguments, the interpreter runs what was downloaded.
+                    self.findings.append(("download_exec", "a download is piped to an "
+                                          "interpreter"))
+                downloaded = downloaded or bool(names & DOWNLOADERS)
             return out
         if kind == "function":
             name = next(p.word for p in node.parts if p.kind == "word")
@@ -230,6 +211,8 @@ class _Walker:
             cursor = part.pos[1] - start
             fills.append(self.src[part.pos[0]:part.pos[1]])
         template += raw_word[cursor:]
+        quoted = bool(parts) and all(in_double_quotes(template, f"HERMESPART{i}Z")
+                                     for i in range(len(parts)))
         try:
             tokens = shlex.split(template)
         except ValueError:
@@ -254,7 +237,7 @@ class _Walker:
             shown = fills[i] if value is None else value
             text = (text.replace(f"HERMESPART{i}Z", shown, 1) if placeholders
                     else text.replace(fills[i], shown, 1))
-        return Word(text, dyn)
+        return Word(text, dyn, quoted)
 
     def command(self, node: Any, depth: int, stdin: str | None, piped: bool) -> str | None:
         words: list[Word] = []
@@ -268,7 +251,7 @@ class _Walker:
                 assigns.append((name, Word(value.text.partition("=")[2], value.dyn)))
             elif part.kind == "word":
                 w = self.word(part, depth)
-                if w.dyn == 1:
+                if w.dyn == 1 and not w.quoted:
                     words.extend(Word(t, 1) for t in w.text.split())
                 else:
                     words.append(w)
@@ -280,10 +263,16 @@ class _Walker:
                     heredoc = self.word(part.output, depth).text + "\n"
                 elif not isinstance(part.output, int):
                     redirects.append((op, self.word(part.output, depth).text))
+        for name, value in assigns:
+            self.env_hook(name, value, depth)
         if not words:
             for name, value in assigns:
                 if value.dyn < 2:
                     self.env[name] = value.text
+            if redirects:
+                # A command that is only a redirect (``> /dev/sda``) still writes: register
+                # it as ``:`` so the floor and the path checks see its target (finding 3).
+                return self.argv([Word(":")], depth, "", None, tuple(redirects))
             return ""
         mode = "pipe" if piped else "heredoc" if heredoc is not None else (
             "file" if any(op == "<" for op, _ in redirects) else "")
@@ -293,30 +282,64 @@ class _Walker:
     def argv(self, words: list[Word], depth: int, mode: str, data: str | None,
              redirects: tuple[tuple[str, str], ...]) -> str | None:
         """Register one simple command (wrappers peeled into layers) and follow what it
-        runs: shell payloads, eval, find -exec, scripts fed on stdin."""
+        runs: shell payloads, scripts, eval, find -exec, awk system(), editor ``!``, tar
+        checkpoint actions, git aliases, at, ssh, env-var hooks, unknown wrappers."""
         layers: list[tuple[str, ...]] = []
         current: list[Word] | None = words
+        xargs_blind = False
         while current:
-            if current[0].dyn:
-                self.findings.append(("dynamic_name", current[0].text))
+            while layers and len(current) > 1 and re.match(r"[A-Za-z_]\w*=", current[0].text):
+                # ``sudo X=1 cmd``: a wrapper passes the assignment on as environment
+                key, _, value = current[0].text.partition("=")
+                self.env_hook(key, Word(value, current[0].dyn), depth)
+                current = current[1:]
+            head = current[0]
+            if head.dyn:
+                self.findings.append(("dynamic_name", head.text))
+            elif _GLOB_NAME.search(head.text):
+                # ``/???/r? -rf /``, ``/bin/r[m]``: the shell picks the program; ask, and
+                # let the floor judge every dangerous program the glob could name.
+                self.findings.append(("dynamic_name", head.text))
+                base = head.text.rsplit("/", 1)[-1]
+                for prog in GLOB_CANDIDATES:
+                    if fnmatchcase(prog, base):
+                        self.argv([Word(prog), *current[1:]], depth + 1, mode, data, redirects)
             texts = tuple(w.text for w in current)
-            layers.append(texts if current[0].dyn == 2 else normalize_argv(texts))
+            layers.append(texts if head.dyn == 2 else normalize_argv(texts))
+            if layers[-1][0] == "env":
+                for w in current[1:]:
+                    if w.text.startswith("-"):
+                        continue
+                    if "=" not in w.text:
+                        break
+                    key, _, value = w.text.partition("=")
+                    self.env_hook(key, Word(value, w.dyn), depth)
             nxt = unwrap(current)
             if nxt is None:
                 break
-            if layers[-1][0] == "xargs" and data is not None:
-                nxt = nxt + [Word(t, 1) for t in data.split()]  # xargs appends its stdin
+            if layers[-1][0] == "xargs":
+                if data is not None:
+                    nxt = nxt + [Word(t, 1) for t in data.split()]  # xargs appends its stdin
+                else:
+                    xargs_blind = True
             current = nxt
         if not layers:
             return ""
         inner = [w for w in (current or [])]
         cmd = SimpleCommand(layers=tuple(layers), redirects=redirects, stdin=mode,
-                            stdin_text=data, cwd=self.cwd)
+                            stdin_text=data, cwd=self.cwd,
+                            options=git_globals(tuple(w.text for w in words)))
         self.commands.append(cmd)
         name = cmd.name
-        if name == "cd" and len(inner) >= 1:
-            target = inner[1].text if len(inner) > 1 else "~"
-            self.cwd = target if inner[-1].dyn == 0 else None
+        if xargs_blind and name in WRITE_PROGRAMS:
+            self.findings.append(("xargs_operands", cmd.text()))
+        if name in ("cd", "pushd", "popd"):
+            self.cd(inner)
+        elif name in ("export", "declare", "typeset", "readonly", "local"):
+            for w in inner[1:]:
+                if "=" in w.text and not w.text.startswith("-"):
+                    key, _, value = w.text.partition("=")
+                    self.env_hook(key, Word(value, w.dyn), depth)
         if name in SHELLS:
             self.shell(inner, depth, mode, data)
         elif name == "su":
@@ -333,55 +356,34 @@ class _Walker:
             if any(w.dyn == 2 for w in args):
                 self.findings.append(("eval_dynamic", cmd.text()))
             self.parse(" ".join(w.text for w in args), depth + 1)
-        elif name in ("source", ".") and (len(inner) < 2 or inner[1].dyn == 2
-                                          or inner[1].text.startswith("/dev/")):
-            self.findings.append(("exec_process_substitution", cmd.text()))
+        elif name in ("source", "."):
+            if len(inner) < 2 or inner[1].dyn == 2 or inner[1].text.startswith("/dev/"):
+                self.findings.append(("exec_process_substitution", cmd.text()))
+            else:
+                self.script(inner[1], "sh", depth, sourced=True)
         elif name == "find":
             self.find_exec(inner, depth)
-        elif re.fullmatch(r"(python[0-9.]*|perl|ruby|node|nodejs|php|lua|Rscript|osascript)", name):
-            if any(w.text in ("-c", "-e", "-r", "--eval", "-E") for w in inner[1:]) or \
-                    (mode in ("pipe", "heredoc") and len(inner) == 1) or \
-                    any(w.text == "-" for w in inner[1:]):
-                self.findings.append(("inline_code", cmd.text()))
+        elif INTERPRETER.fullmatch(name):
+            self.interpreter(cmd, inner, depth, mode, data)
+        elif name in AWKS:
+            self.awk(inner, depth)
+        elif name in EDITORS:
+            self.editor(inner, depth, data)
+        elif name == "tar":
+            self.tar(inner, depth)
+        elif name == "git":
+            self.git(inner, depth)
+        elif name in ("at", "batch"):
+            self.findings.append(("schedules", cmd.text()))
+            if data is not None:
+                self.parse(data, depth + 1)
+        elif name == "ssh":
+            self.ssh(inner, depth)
+        elif inner and "/" in inner[0].text and inner[0].dyn == 0 and self._runs_file(inner[0]):
+            self.script(inner[0], "auto", depth)
+        elif name not in KNOWN_PROGRAMS:
+            self.unknown_wrapper(inner, depth, mode, data)
         return static_output(cmd.argv, data)
-
-    def shell(self, inner: list[Word], depth: int, mode: str, data: str | None) -> None:
-        args = inner[1:]
-        i = 0
-        while i < len(args):
-            arg = args[i].text
-            if arg in ("-o", "+o", "--rcfile", "--init-file"):
-                i += 2
-                continue
-            if arg.startswith("-") and not arg.startswith("--") and "c" in arg[1:]:
-                payload = next((w for w in args[i + 1:] if not w.text.startswith("-")), None)
-                if payload is None or payload.dyn == 2:
-                    self.findings.append(("eval_dynamic", " ".join(w.text for w in inner)))
-                if payload is not None:
-                    self.parse(payload.text, depth + 1)
-                return
-            if arg.startswith(("-", "+")) and arg not in ("-", "--"):
-                i += 1
-                continue
-            break
-        operands = [w for w in args[i:] if w.text not in ("-", "--")]
-        if operands:
-            if operands[0].dyn == 2:
-                self.findings.append(("exec_process_substitution", operands[0].text))
-            return
-        if mode == "pipe":
-            self.findings.append(("pipe_to_shell", "a shell reads its script from a pipe"))
-        if data is not None:
-            self.parse(data, depth + 1)
-
-    def find_exec(self, inner: list[Word], depth: int) -> None:
-        for i, w in enumerate(inner):
-            if w.text in ("-exec", "-execdir", "-ok", "-okdir"):
-                rest = inner[i + 1:]
-                end = next((j for j, r in enumerate(rest) if r.text in (";", "+")), len(rest))
-                if rest[:end]:
-                    self.argv(rest[:end], depth + 1, "", None, ())
-
 
 def _children(node: Any) -> list[Any]:
     out: list[Any] = []

@@ -31,15 +31,20 @@ from __future__ import annotations
 
 import json
 import os
-import posixpath
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any, Literal
 
-from agents.command_risk import assess, first_matching_rule, rule_matches, write_targets
-from agents.commands import ParsedCommand, parse_command
+from agents.command_risk import assess, write_targets
+from agents.command_rules import (DESTRUCTIVE_CLASSES, first_matching_rule, most_severe,
+                                  rule_matches)
+from agents.command_scripts import WorkspaceReader
+from agents.command_tables import UNKNOWN_CWD
+from agents.commands import parse_command
+from agents.policy_paths import (PROTECTED_NAMES, is_protected, is_sensitive,  # noqa: F401
+                                 is_within, path_findings, resolve_path)
 from agents.errors import HarnessError
 from agents.identity import current_identity
 from agents.messages import ToolCall
@@ -50,10 +55,7 @@ READ_ONLY_TOOLS = frozenset({"read_file", "search_files", "skills_list", "skill_
                              "session_search"})
 WRITE_TOOLS = frozenset({"write_file", "patch"})
 COMMAND_TOOLS = frozenset({"terminal"})
-PROTECTED_NAMES = frozenset({"agents.md", "claude.md", "hermes.md", ".hermes.md", "soul.md",
-                             ".cursorrules", "skill.md"})
-"""Basenames (compared case-insensitively) of files that steer future sessions; any file
-under a ``skills`` directory is protected too (hermes-facts §10, seed "The gate ...")."""
+
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -72,6 +74,10 @@ class Decision:
     reason: str = ""
     risk_class: str = ""
     normalized: str = ""
+    risk_classes: tuple[str, ...] = ()
+    """Every risk class of every finding (``risk_class`` is the most severe of them): the
+    approval stores them all so an admin-only class is never hidden behind another, and
+    an allow without a human on a destructive class is audited (B32/B33)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -109,6 +115,18 @@ class PolicyContext:
     app_config_paths: tuple[str, ...] = ()
     sensitive_paths: tuple[str, ...] = ()
     extra_protected_names: tuple[str, ...] = ()
+    private_paths: tuple[str, ...] = ()
+    admin_only_risk_classes: tuple[str, ...] = ()
+    scratch_paths: tuple[str, ...] = ("/tmp", "/var/tmp", "/dev/shm")
+
+
+PRIVATE_PATHS_DOC = """``private_paths``: the app's data directory, its code, the workspace root (other
+users' workspaces) and HERMES home: on a host backend a command reading there asks and one
+writing there is denied (except inside the session's own workspace; issue 8 finding 2).
+``admin_only_risk_classes``: the session team's classes only another admin may approve;
+no bypass (session toggle or process-wide) skips them (finding 6).
+``scratch_paths``: directories outside the workspace a command may write without asking
+(checked on the resolved path, so a symlink there to a home file still asks: B33a)."""
 
 
 class BypassFrozen(HarnessError):
@@ -144,8 +162,11 @@ def bypass_frozen() -> bool:
     return bool(_BYPASS and _BYPASS[0])
 
 
-def _d(verdict: Verdict, rule: str, reason: str, risk: str = "", norm: str = "") -> Decision:
-    return Decision(verdict=verdict, rule=rule, reason=reason, risk_class=risk, normalized=norm)
+def _d(verdict: Verdict, rule: str, reason: str, risk: str = "", norm: str = "",
+       classes: tuple[str, ...] = ()) -> Decision:
+    classes = tuple(dict.fromkeys(c for c in (*classes, risk) if c))
+    return Decision(verdict=verdict, rule=rule, reason=reason, risk_class=risk, normalized=norm,
+                    risk_classes=classes)
 
 
 def check_command(command: str, ctx: PolicyContext) -> Decision:
@@ -194,29 +215,38 @@ def decide(call: ToolCall, ctx: PolicyContext) -> Decision:
 
 
 def _gate(call_id: str, ctx: PolicyContext, rule: str, risk: str, reason: str,
-          normalized: str, covered_by: Any) -> Decision:
-    """Steps 6, 8-11 for a call that would ask: human decision, bypass, rules, ask."""
+          normalized: str, covered_by: Any, classes: tuple[str, ...] = ()) -> Decision:
+    """Steps 6, 8-11 for a call that would ask: human decision, bypass, rules, ask.
+    A class in ``ctx.admin_only_risk_classes`` is never bypassed (issue 8 finding 6)."""
+    classes = classes or (risk,)
     if call_id in ctx.denied_call_ids:
         return _d("deny", "human_denied", ctx.denied_call_ids[call_id] or "denied by a person",
-                  risk, normalized)
+                  risk, normalized, classes)
     if call_id in ctx.approved_call_ids:
-        return _d("allow", "human_approved", ctx.approved_call_ids[call_id], risk, normalized)
-    if ctx.bypass:
-        return _d("allow", "bypass", f"approvals bypassed ({reason})", risk, normalized)
+        return _d("allow", "human_approved", ctx.approved_call_ids[call_id], risk, normalized,
+                  classes)
+    admin_only = set(classes) & set(ctx.admin_only_risk_classes)
+    if ctx.bypass and not admin_only:
+        return _d("allow", "bypass", f"approvals bypassed ({reason})", risk, normalized,
+                  classes)
     for rule_name, patterns in (("always_rule", ctx.always_rules),
                                 ("session_rule", ctx.session_rules)):
         hit = next((p for p in patterns if covered_by(p)), None)
         if hit is not None:
-            return _d("allow", rule_name, f"approved by rule {hit!r}", risk, normalized)
-    return _ask_or_deny(ctx, rule, risk, reason, normalized)
+            return _d("allow", rule_name, f"approved by rule {hit!r}", risk, normalized,
+                      classes)
+    if ctx.bypass:
+        reason = (f"{reason} (the bypass does not cover {', '.join(sorted(admin_only))}: "
+                  "a team admin must approve)")
+    return _ask_or_deny(ctx, rule, risk, reason, normalized, classes)
 
 
-def _ask_or_deny(ctx: PolicyContext, rule: str, risk: str, reason: str, normalized: str
-                 ) -> Decision:
+def _ask_or_deny(ctx: PolicyContext, rule: str, risk: str, reason: str, normalized: str,
+                 classes: tuple[str, ...] = ()) -> Decision:
     if ctx.unattended:
         return _d("deny", "unattended", f"no human can approve this here: {reason}", risk,
-                  normalized)
-    return _d("ask", rule, reason, risk, normalized)
+                  normalized, classes)
+    return _d("ask", rule, reason, risk, normalized, classes)
 
 
 def _human_gate(call_id: str, ctx: PolicyContext, rule: str, risk: str, reason: str,
@@ -235,46 +265,6 @@ def _protected_gate(call_id: str, ctx: PolicyContext, reason: str, normalized: s
                     ) -> Decision:
     """Step 7: instruction files."""
     return _human_gate(call_id, ctx, "protected_file", "instruction_file", reason, normalized)
-
-
-# --- paths -------------------------------------------------------------------------------
-
-def _resolve(path: str, ctx: PolicyContext, cwd: str | None = None) -> tuple[str, str]:
-    """(lexical absolute path, realpath). ``~`` is the workspace (the command HOME and the
-    file tools' meaning); relative paths start at ``cwd`` or the workspace."""
-    base = ctx.workspace or "/"
-    text = re.sub(r"^(\$HOME|\$\{HOME\})(?=/|$)", "~", path)
-    if text == "~" or text.startswith("~/"):
-        text = posixpath.join(base, text[2:])
-    elif cwd and not text.startswith("/"):
-        text = posixpath.join(_resolve(cwd, ctx)[0], text)
-    lexical = posixpath.normpath(posixpath.join(base, text))
-    return lexical, os.path.realpath(lexical)
-
-
-def _within(path: str, root: str) -> bool:
-    try:
-        return os.path.commonpath([path, root]) == root
-    except ValueError:
-        return False
-
-
-def _sensitive(real: str, ctx: PolicyContext) -> bool:
-    """Inside the app's own config or a credential location (both sides resolved: B33b)."""
-    return any(_within(real, os.path.realpath(p))
-               for p in (*ctx.app_config_paths, *ctx.sensitive_paths))
-
-
-def _protected(lexical: str, real: str, ctx: PolicyContext) -> bool:
-    """An instruction file by its given name or its resolved name, case-insensitively."""
-    names = PROTECTED_NAMES | {n.lower() for n in ctx.extra_protected_names}
-    workspace = os.path.realpath(ctx.workspace) if ctx.workspace else "/"
-    for p in (lexical, real):
-        rel = os.path.relpath(p, workspace) if _within(p, workspace) else p
-        parts = [x.lower() for x in rel.split("/") if x]
-        if parts and (parts[-1] in names or "skills" in parts[:-1]):
-            return True
-    return False
 
 
 def _call_paths(call: ToolCall, args: dict[str, Any]) -> list[str] | None:
@@ -308,70 +298,50 @@ def _decide_paths(call: ToolCall, args: dict[str, Any], ctx: PolicyContext, *, w
     if ctx.workspace is None:
         return _d("deny", "missing_state", "no session workspace is known")
     workspace = os.path.realpath(ctx.workspace)
-    resolved = [_resolve(p, ctx) for p in paths]
+    resolved = [resolve_path(p, ctx) for p in paths]
     shown = ", ".join(real for _, real in resolved)
     for lexical, real in resolved:
-        if _sensitive(real, ctx):
+        if is_sensitive(real, ctx):
             return _d("deny", "app_config", f"{real} is the application's own configuration "
                       "or a credential file", "app_config", real)
-        if not _within(real, workspace):
+        if not is_within(real, workspace):
             return _d("deny", "outside_workspace", f"{real} resolves outside the session "
                       "workspace", "host_write" if write else "host_read", real)
     if not write:
         return _d("allow", "read_only", "read-only tool inside the workspace", "", shown)
-    if any(_protected(lexical, real, ctx) for lexical, real in resolved):
+    if any(is_protected(lexical, real, ctx) for lexical, real in resolved):
         return _protected_gate(call.id, ctx, "writes a file that steers future sessions "
                                "(instruction or skill file); a multi-file edit is gated whole",
                                shown)
     return _d("allow", "workspace_write", "write inside the session workspace", "", shown)
 
 
-# --- commands ----------------------------------------------------------------------------
-
-def _command_paths(parsed: ParsedCommand, ctx: PolicyContext
-                   ) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-    """(every path-like word, resolved; the write targets, resolved)."""
-    words: list[tuple[str, str]] = []
-    targets: list[tuple[str, str]] = []
-    for cmd in parsed.commands:
-        for t in write_targets(cmd):
-            targets.append(_resolve(t, ctx, cmd.cwd))
-        for w in (*cmd.argv[1:], *(t for _, t in cmd.redirects)):
-            w = w.split("=", 1)[1] if w.startswith("-") and "=" in w else w
-            if w and not w.startswith("-") and ("/" in w or w.startswith((".", "~", "$HOME"))):
-                words.append(_resolve(w, ctx, cmd.cwd))
-    return words + targets, targets
-
+# --- commands ---------------------------------------------------------------------------
 
 def _decide_command(call_id: str, command: str, ctx: PolicyContext) -> Decision:
-    parsed = parse_command(command)
-    norm = parsed.normalized if parsed.parseable else command
+    """Parse once, judge every effect, then the order of the module docstring. On an
+    isolated backend the hardline floor, the deny list, instruction files and commands
+    that destroy the (host-mounted, writable) workspace still apply (issue 8 item 3)."""
     if ctx.workspace is None:
-        return _d("deny", "missing_state", "no session workspace is known", "", norm)
-    findings = assess(parsed)
-    touched, targets = _command_paths(parsed, ctx)
+        return _d("deny", "missing_state", "no session workspace is known", "", command)
+    workspace = os.path.realpath(ctx.workspace)
+    parsed = parse_command(command, WorkspaceReader(workspace))
+    norm = parsed.normalized if parsed.parseable else command
+    isolated = ctx.backend_isolated and not ctx.backend_has_host_paths
+    findings: list[Any] = [*assess(parsed), *path_findings(parsed, ctx, workspace,
+                                                            host=not isolated)]
+    targets = [resolve_path(t, ctx, None if cmd.cwd == UNKNOWN_CWD else cmd.cwd)
+               for cmd in parsed.commands for t in write_targets(cmd)]
     denied_by = first_matching_rule(ctx.deny_rules, parsed)
-    protected = [real for lexical, real in targets if _protected(lexical, real, ctx)]
-    if ctx.backend_isolated and not ctx.backend_has_host_paths:
-        if denied_by is not None:
-            return _d("deny", "deny_list", f"matches deny rule {denied_by!r}", "deny_list", norm)
-        if protected:
-            return _protected_gate(call_id, ctx, f"writes {protected[0]}, a file that "
-                                   "steers future sessions", norm)
-        if not parsed.parseable and ctx.deny_rules:
-            return _human_gate(call_id, ctx, "unparseable", "obfuscation", "cannot check the "
-                               "deny list against a command that does not parse", norm)
-        return _d("allow", "isolated_backend", "isolated backend: only the deny list applies",
-                  "", norm)
+    protected = [real for lexical, real in targets if is_protected(lexical, real, ctx)]
     hard = [f for f in findings if f.level == "hardline"]
     if hard:
-        return _d("deny", "hardline", hard[0].reason, hard[0].risk_class, norm)
-    config = next((real for _, real in touched if _sensitive(real, ctx)), None)
-    if config is not None:
-        return _d("deny", "app_config", f"{config} is the application's own configuration "
-                  "or a credential file", "app_config", norm)
+        first = min(hard, key=lambda f: 0 if f.rule == "hardline" else 1)
+        rule = "hardline" if first.rule == "hardline" else first.rule
+        return _d("deny", rule, first.reason, first.risk_class, norm,
+                  tuple(f.risk_class for f in hard))
     guard = [f for f in findings if f.level == "guard"]
-    if guard:
+    if guard and not isolated:
         return _d("deny", "sudo_guard", guard[0].reason, "privilege", norm)
     if denied_by is not None:
         return _d("deny", "deny_list", f"matches deny rule {denied_by!r}", "deny_list", norm)
@@ -382,12 +352,22 @@ def _decide_command(call_id: str, command: str, ctx: PolicyContext) -> Decision:
         return _human_gate(call_id, ctx, "unparseable", "obfuscation", "the command could not "
                            "be parsed, so the hardline floor cannot be checked", norm)
     asks = [f for f in findings if f.level == "ask"]
+    if isolated:
+        unasked = tuple(f.risk_class for f in asks if f.risk_class in DESTRUCTIVE_CLASSES)
+        asks = [f for f in asks if f.rule == "workspace_destructive"]
+        if not asks:
+            return _d("allow", "isolated_backend", "isolated backend: the floor, the deny list "
+                      "and workspace-destroying commands are checked", "", norm, unasked)
     if not asks:
         return _d("allow", "default_allow", "no risky pattern", "", norm)
 
     def covered_by(pattern: str) -> bool:
-        return all(rule_matches(pattern, parsed, f.command) for f in asks)
+        return all(rule_matches(pattern, parsed, f.command,
+                                exact=f.risk_class in DESTRUCTIVE_CLASSES) for f in asks)
 
-    first = asks[0]
+    risk = most_severe(f.risk_class for f in asks)
+    first = next(f for f in asks if f.risk_class == risk)
     reason = "; ".join(dict.fromkeys(f.reason for f in asks))
-    return _gate(call_id, ctx, first.rule, first.risk_class, reason, norm, covered_by)
+    classes = tuple(dict.fromkeys(f.risk_class for f in asks))
+    return _gate(call_id, ctx, first.rule, risk, reason, norm, covered_by,
+                 (risk, *classes))

@@ -37,7 +37,10 @@ class ApprovalRequest(models.Model):
     workspace = models.CharField(max_length=500, blank=True, default="")
     reason = models.TextField(blank=True, default="", help_text="Why the policy flagged it.")
     rule = models.CharField(max_length=50, blank=True, default="")
-    risk_class = models.CharField(max_length=50, blank=True, default="")
+    risk_class = models.CharField(max_length=50, blank=True, default="",
+                                  help_text="The most severe of risk_classes.")
+    risk_classes = models.JSONField(default=list, blank=True,
+                                    help_text="Every risk class of every finding.")
     normalized = models.TextField(blank=True, default="")
     allow_always = models.BooleanField(default=True,
                                        help_text="False for protected instruction files.")

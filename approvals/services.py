@@ -170,6 +170,8 @@ def approval_request_create(*, session: Session, turn: Turn | None,
                 session=session, turn=turn, tool_call_id=call.id, tool_name=call.name,
                 arguments=args, command=command, workspace=workspace,
                 reason=decision.reason, rule=decision.rule, risk_class=decision.risk_class,
+                risk_classes=list(decision.risk_classes or (
+                    (decision.risk_class,) if decision.risk_class else ())),
                 normalized=decision.normalized or command,
                 allow_always=decision.rule != PROTECTED_FILE_RULE,
                 requester_id=session.owner_id, created_at=now,
@@ -205,14 +207,15 @@ def approval_permissions(*, user, approval: ApprovalRequest) -> DecidePermission
     if not (is_owner or is_admin):
         return DecidePermissions(can_approve=False, can_always=False, can_deny=False)
     team = Team.objects.filter(pk=session.team_id).first() if session.team_id else None
-    admin_only = bool(team and approval.risk_class
-                      and approval.risk_class in (team.admin_only_risk_classes or []))
+    # Every class of every finding counts, not only the first (issue 8 finding 6).
+    classes = [c for c in (approval.risk_class, *(approval.risk_classes or [])) if c]
+    gated = [c for c in classes if team and c in (team.admin_only_risk_classes or [])]
     note = ""
     can_approve = True
-    if admin_only:
+    if gated:
         can_approve = is_admin and user.pk != approval.requester_id
         if not can_approve:
-            note = (f"Risk class {approval.risk_class!r} needs a team admin other than the "
+            note = (f"Risk class {gated[0]!r} needs a team admin other than the "
                     f"requester to approve.")
     if not approval.allow_always and not note:
         note = "Protected instruction file: approve one operation at a time."
@@ -241,6 +244,7 @@ def _decision_record(*, approval: ApprovalRequest, user, choice: str, reason: st
                                       "tool_name": approval.tool_name,
                                       "command": approval.command,
                                       "risk_class": approval.risk_class,
+                                      "risk_classes": approval.risk_classes,
                                       "rule_id": rule.pk if rule else None})
     event_append(session_id=approval.session_id, type="approval.decided",
                  payload={"approval": approval_to_dict(approval)})

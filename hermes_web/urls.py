@@ -12,6 +12,8 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("logout/", account_views.logout_view, name="logout"),
     path("settings/", account_views.settings_view, name="settings"),
+    path("settings/teams/<int:team_id>/", account_views.team_settings_view,
+         name="team_settings"),
     path("admin/", admin.site.urls),
     path("favicon.ico", RedirectView.as_view(url=staticfiles_storage.url("favicon.svg"),
                                              permanent=True), name="favicon"),

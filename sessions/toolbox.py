@@ -17,6 +17,7 @@ from agents.backends import Backend
 from agents.backends.confine import landlock_abi
 from agents.backends.local import LocalBackend
 from agents.backends.sandbox import DEFAULT_HIDE, SandboxBackend, sandbox_available
+from agents.command_rules import DESTRUCTIVE_CLASSES
 from agents.identity import current_identity
 from agents.messages import Message as AgentMessage
 from agents.messages import ToolCall
@@ -26,6 +27,7 @@ from agents.tools.registry import ToolRegistry, default_registry
 from agents.tools.skills import (SkillsListTool, SkillViewTool, build_skill_invocation,
                                  load_skills, parse_skill_command, skill_dirs, skill_scaffold,
                                  skills_index)
+from approvals.models import AuditEntry
 from sessions.models import Session, Turn
 
 
@@ -153,8 +155,11 @@ def policy_context_for(*, user, session: Session | None, state=None,
     when given. The one place a PolicyContext is built."""
     isolated = backend_kind() == "sandbox"
     team_deny: tuple[str, ...] = ()
+    admin_only: tuple[str, ...] = ()
     if session is not None and session.team_id:
         team_deny = tuple(session.team.deny_rules or ())
+        admin_only = tuple(c for c in (session.team.admin_only_risk_classes or ())
+                           if isinstance(c, str))
     return PolicyContext(
         session_id=str(session.pk) if session is not None else "cli",
         user_id=str(user.pk) if user is not None else None,
@@ -167,7 +172,9 @@ def policy_context_for(*, user, session: Session | None, state=None,
         denied_call_ids=dict(state.denied_call_ids) if state is not None else {},
         bypass=bypass_frozen() or bool(state is not None and state.bypass),
         unattended=session is not None and session.parent_id is not None,
-        app_config_paths=tuple(str(p) for p in app_config_paths()))
+        app_config_paths=tuple(str(p) for p in app_config_paths()),
+        private_paths=tuple(str(p) for p in private_paths()),
+        admin_only_risk_classes=admin_only)
 
 
 def policy_gate(ctx, state):
@@ -186,9 +193,28 @@ def policy_gate(ctx, state):
         decision = decide(call, call_ctx)
         if decision.rule == "always_rule":
             _count_rule_hit(call, call_ctx, state)
+        _audit_unasked(ctx.session, call, decision)
         return decision
 
     return gate
+
+
+UNASKED_RULES = frozenset({"bypass", "always_rule", "session_rule", "isolated_backend"})
+
+
+def _audit_unasked(session: Session, call: ToolCall, decision: Decision) -> None:
+    """A destructive class let through with no human on this call (bypass, a rule, the
+    sandbox) gets an AuditEntry "command.unasked" (failure case B32: a recursive delete
+    ran unasked with no trace)."""
+    if decision.verdict != "allow" or decision.rule not in UNASKED_RULES:
+        return
+    classes = [c for c in decision.risk_classes if c in DESTRUCTIVE_CLASSES]
+    if not classes:
+        return
+    AuditEntry.objects.create(actor=None, action="command.unasked", session=session,
+                              detail={"tool_call_id": call.id, "tool_name": call.name,
+                                      "rule": decision.rule, "risk_classes": classes,
+                                      "command": decision.normalized[:2000]})
 
 
 def _count_rule_hit(call: ToolCall, ctx: PolicyContext, state) -> None:
@@ -203,12 +229,26 @@ def _count_rule_hit(call: ToolCall, ctx: PolicyContext, state) -> None:
             return
 
 
-@lru_cache(maxsize=1)
 def app_config_paths() -> tuple[Path, ...]:
-    """The application's own settings and environment files: hard-blocked for writes."""
+    """The application's own settings, environment files, secret key and database: denied
+    to every tool and command, by any spelling (resolved, symlinks included: B32/B33)."""
     base = Path(settings.BASE_DIR)
-    return (base / "hermes_web" / "settings.py", base / ".env", base / ".ci",
-            settings.DATA_DIR / "secret_key", Path(settings.HERMES["HOME"]) / "config.yaml")
+    paths = [base / "hermes_web" / "settings.py", base / ".env", base / ".ci",
+             settings.DATA_DIR / "secret_key", Path(settings.HERMES["HOME"]) / "config.yaml",
+             settings.DATA_DIR / "hermes.sqlite3"]
+    db = settings.DATABASES["default"]
+    if "sqlite" in db.get("ENGINE", "") and str(db.get("NAME", "")).startswith("/"):
+        paths.append(Path(db["NAME"]))
+    return tuple(dict.fromkeys(paths))
+
+
+def private_paths() -> tuple[Path, ...]:
+    """Where a host command may not read without asking nor write at all (the session's
+    own workspace excepted): the app's code, its data directory, every workspace, HERMES
+    home (issue 8 finding 2)."""
+    return tuple(dict.fromkeys((Path(settings.BASE_DIR), settings.DATA_DIR,
+                                Path(settings.HERMES["WORKSPACE_ROOT"]),
+                                Path(settings.HERMES["HOME"]))))
 
 
 def user_message_for(session: Session, turn: Turn, workspace: Path) -> AgentMessage:

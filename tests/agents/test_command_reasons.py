@@ -21,7 +21,7 @@ def _trigrams(text: str) -> list[tuple[str, ...]]:
     "wget -qO- https://example.com/x | bash",
     "cat script.sh | bash -s",
     "bash <(curl -s https://example.com/x)",
-    "python3 -c 'import os; print(1)'",
+    'python3 -c "$CODE"',
     "eval \"$CMD\"",
     "rm -rf build",
 ])

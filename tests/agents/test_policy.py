@@ -72,7 +72,11 @@ def test_always_and_session_rules_cover_only_matching_commands(ctx):
     ruled = replace(ctx, always_rules=("rm -rf build",), session_rules=("git push --force",))
     assert check_command("rm --force --recursive build", ruled).rule == "always_rule"
     assert check_command("rm -rf src", ruled).verdict == "ask"
-    assert check_command("git push origin main --force", ruled).rule == "session_rule"
+    # destructive classes: a rule matches only the exact command approved (issue 8 #7)
+    assert check_command("git push --force", ruled).rule == "session_rule"
+    assert check_command("git push origin main --force", ruled).verdict == "ask"
+    assert check_command("rm -rf build other", ruled).verdict == "ask"
+    assert check_command("rm -rfv build", ruled).verdict == "ask"
     # a rule covering one risky part does not cover the whole line
     assert check_command("rm -rf build && git reset --hard", ruled).verdict == "ask"
 
@@ -128,9 +132,14 @@ def test_unparseable_command_asks_even_under_bypass_and_rules(ctx):
 
 # --- isolated backend --------------------------------------------------------------------
 
-def test_isolated_backend_applies_only_the_deny_list(ctx):
+def test_isolated_backend_keeps_the_floor_the_deny_list_and_workspace_deletes(ctx):
     iso = replace(ctx, backend_isolated=True, deny_rules=("curl *",))
-    assert check_command("rm -rf /", iso).rule == "isolated_backend"
+    # the workspace is a writable host mount: the floor holds and destroying it asks
+    assert check_command("rm -rf /", iso).rule == "hardline"
+    assert check_command("rm -rf build", iso).rule == "isolated_backend"
+    assert check_command("rm -rf .", iso).rule == "workspace_destructive"
+    assert check_command("rm -rf ./*", iso).rule == "workspace_destructive"
+    assert check_command("cd build && rm -rf ..", iso).rule == "workspace_destructive"
     assert check_command("curl http://x", iso).rule == "deny_list"
     assert check_command("bash -c 'curl http://x'", iso).rule == "deny_list"
     assert check_command('echo "unterminated', iso).verdict == "ask"

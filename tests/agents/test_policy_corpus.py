@@ -6,8 +6,12 @@ false-ask rate). One command per line; ``<NL>`` stands for a newline."""
 
 from __future__ import annotations
 
+import atexit
 import base64
 import shlex
+import shutil
+import sys
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,7 +22,7 @@ from hypothesis import strategies as st
 from agents.policy import PolicyContext, check_command
 
 CORPUS = Path(__file__).parent / "corpus"
-FALSE_ASK_THRESHOLD = 0.05  # at most 5% of everyday commands may ask
+FALSE_ASK_THRESHOLD = 0.03  # at most 3% of everyday commands may ask (issue 8)
 
 
 def lines(name: str) -> list[str]:
@@ -27,15 +31,62 @@ def lines(name: str) -> list[str]:
 
 
 HARDLINE = lines("hardline.txt")
-DANGEROUS = lines("dangerous.txt")
+OBFUSCATION = lines("obfuscation.txt")
+DANGEROUS = lines("dangerous.txt") + OBFUSCATION
 EVERYDAY = lines("everyday.txt")
-CTX = PolicyContext(session_id="s1", user_id="u1", workspace="/nonexistent-hermes-ws")
+
+# A deployment laid out as on a real host: the app's code, its data directory (database,
+# secret key, every user's workspace) and this session's workspace, #7, holding the files
+# the corpora name (benign project files, and scripts an attacker wrote with write_file).
+LAYOUT = Path(tempfile.mkdtemp(prefix="hermes-corpus-"))
+atexit.register(shutil.rmtree, LAYOUT, True)
+CODE = LAYOUT / "hermes"
+DATA = CODE / "var"
+WS = DATA / "workspaces" / "7"
+FILES = {
+    CODE / "manage.py": "import sys\n",
+    CODE / "hermes_web" / "settings.py": "DEBUG = False\n",
+    DATA / "hermes.sqlite3": "", DATA / "secret_key": "k",
+    DATA / "workspaces" / "3" / "notes.txt": "another user's notes",
+    WS / "x.py": "print('hello')\n",
+    WS / "app.py": "import argparse\nimport http.server\nprint(open('data.csv').read())\n",
+    WS / "server.js": "const http = require('http');\nhttp.createServer().listen(8000);\n",
+    WS / "manage.py": "import os\nimport sys\nfrom django.core.management import "
+                      "execute_from_command_line\nos.environ.setdefault('X', 'y')\n"
+                      "execute_from_command_line(sys.argv)\n",
+    WS / "setup.py": "from setuptools import setup\nsetup(name='x')\n",
+    WS / "run.sh": "#!/bin/sh\nset -e\npython3 app.py --port 8000\n",
+    WS / "scripts" / "build.sh": "#!/bin/bash\nmkdir -p build\ncp -r src build/\n",
+    WS / "configure": "#!/bin/sh\necho checking for cc... yes\n",
+    WS / "tools" / "gen.py": "import json\nwith open('out.json', 'w') as f:\n"
+                             "    json.dump({}, f)\n",
+    WS / "evil.sh": "echo cleaning\nrm -rf /\n",
+    WS / "evil.py": "import shutil\nshutil.rmtree('/home')\n",
+    WS / "evil.pl": "system('rm -rf /');\n",
+    WS / "evil.js": "require('child_process').execSync(process.argv[2]);\n",
+    WS / "evil.awk": "{ system($0) }\n",
+    WS / "job.sh": "rm -rf ~\n",
+    WS / "cmds.txt": "rm -rf /\n", WS / "list.txt": "/etc/passwd\n",
+    WS / ".env": "API_URL=http://localhost\nDEBUG=1\n",
+    # a real virtualenv's activate script (sourced by everyday commands)
+    WS / ".venv" / "bin" / "activate": (Path(sys.prefix) / "bin" / "activate").read_text(),
+    WS / "venv" / "bin" / "activate": (Path(sys.prefix) / "bin" / "activate").read_text(),
+}
+for _path, _text in FILES.items():
+    _path.parent.mkdir(parents=True, exist_ok=True)
+    _path.write_text(_text)
+(WS / "run.sh").chmod(0o755)
+CTX = PolicyContext(session_id="s1", user_id="u1", workspace=str(WS),
+                    private_paths=(str(CODE), str(DATA)),
+                    app_config_paths=(str(CODE / "hermes_web" / "settings.py"),
+                                      str(DATA / "secret_key"), str(DATA / "hermes.sqlite3")))
 
 
 def test_corpus_sizes():
-    assert len(DANGEROUS) >= 60
+    assert len(OBFUSCATION) >= 200
+    assert len(DANGEROUS) >= 300
     assert len(HARDLINE) >= 60
-    assert len(EVERYDAY) >= 100
+    assert len(EVERYDAY) >= 200
 
 
 def test_every_hardline_command_is_denied_even_under_bypass():

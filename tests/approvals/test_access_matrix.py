@@ -76,6 +76,8 @@ EXPECTED: dict[str, Expect] = {
                          data={"scope": "team", "period": "day", "limit": "5",
                                "unknown_policy": "block"}),
     "turn_budget_resume": Expect(method="POST", owner=302, other=404, admin=404),
+    # a team's approval policy: its admins only (a plain member sees a 404 too)
+    "team_settings": Expect(method="GET", owner=404, other=404, admin=200),
 }
 WEBSOCKET_EXPECTED = {
     # route pattern → per actor: True (accepted) or the close code.

@@ -31,7 +31,12 @@ def alice(make_user, hermes_settings):
     hermes_settings.HERMES = {**hermes_settings.HERMES, "RETRY_BASE_DELAY": 0.01,
                               "BACKEND": "local"}
     hermes_settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-    return make_user("alice", team="red")
+    user = make_user("alice", team="red")
+    # alice approves her own destructive request here: opt out of the team default
+    from accounts.models import Team
+
+    Team.objects.update(admin_only_risk_classes=[])
+    return user
 
 
 def _iterations_since_user_text(body: dict) -> int:

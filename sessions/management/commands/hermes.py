@@ -10,8 +10,9 @@
 - ``hermes policy "<command>" [--user NAME] [--session ID] [--stdin] [--backend B]`` prints
   the approval policy's decision, the rule that made it and the normalised command; with
   --stdin one tab-separated line per input line (decision, rule, command as given), in
-  order. --backend local|sandbox decides as if commands ran there (default: the one in
-  force, which under the sandbox allows all but the deny list, seed "What is not here").
+  order, then (past SUMMARY_AFTER lines) a "# N commands: ... ask-or-deny P%" summary.
+  --backend local|sandbox decides as if commands ran there (default: the one in force; under the sandbox the floor, the deny list and workspace-destroying commands still
+  apply, seed "What is not here" and issue 8 item 3).
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from sessions.models import RunEvent, Session
+
+SUMMARY_AFTER = 5
+"""``policy --stdin`` ends with a "# N commands: ... ask-or-deny P%" line past this many."""
 
 
 class Command(BaseCommand):
@@ -180,11 +184,19 @@ class Command(BaseCommand):
 
     def _decide_and_print(self, ctx, options, check_command, parse_command) -> None:
         if options["stdin"]:
+            counts = {"allow": 0, "ask": 0, "deny": 0}
             for line in sys.stdin.read().splitlines():
                 if not line.strip():
                     continue
                 decision = check_command(line, ctx)
+                counts[decision.verdict] += 1
                 self.stdout.write(f"{decision.verdict}\t{decision.rule}\t{line}")
+            total = sum(counts.values())
+            if total > SUMMARY_AFTER:
+                gated = counts["ask"] + counts["deny"]
+                self.stdout.write(f"# {total} commands: {counts['allow']} allow, "
+                                  f"{counts['ask']} ask, {counts['deny']} deny; "
+                                  f"ask-or-deny {100 * gated / total:.1f}%")
             return
         if not options["command"]:
             raise CommandError("give a command to check, or --stdin")

@@ -1,0 +1,204 @@
+"""Paths in the policy: resolving them, and what a command's paths put at risk.
+
+Every operand and redirect of a command is resolved against the tracked working directory
+(``cd`` included) and then on disk (realpath: symlinks and ``..``): the rules read the
+resolved file, never the path as typed (failure cases B32, B33; issue 8 finding 2). On a
+host backend: writes outside the workspace ask, writes into the app's data, code or another
+workspace are denied, reads there ask. On every backend: deleting the workspace or most of
+it asks (the workspace is a writable host mount; issue 8 item 3). Used by agents/policy.py.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from agents.command_risk import home_config_file, write_targets
+from agents.command_tables import UNKNOWN_CWD
+
+if TYPE_CHECKING:
+    from agents.commands import ParsedCommand, SimpleCommand
+    from agents.policy import PolicyContext
+
+PROTECTED_NAMES = frozenset({"agents.md", "claude.md", "hermes.md", ".hermes.md", "soul.md",
+                             ".cursorrules", "skill.md"})
+"""Basenames (compared case-insensitively) of files that steer future sessions; any file
+under a ``skills`` directory is protected too (hermes-facts §10, seed "The gate ...")."""
+
+
+def resolve_path(path: str, ctx: PolicyContext, cwd: str | None = None) -> tuple[str, str]:
+    """(lexical absolute path, realpath). ``~`` is the workspace (the command HOME and the
+    file tools' meaning); relative paths start at ``cwd`` or the workspace."""
+    base = ctx.workspace or "/"
+    text = re.sub(r"^(\$HOME|\$\{HOME\})(?=/|$)", "~", path)
+    if text == "~" or text.startswith("~/"):
+        text = posixpath.join(base, text[2:])
+    elif cwd and not text.startswith("/"):
+        text = posixpath.join(resolve_path(cwd, ctx)[0], text)
+    lexical = posixpath.normpath(posixpath.join(base, text))
+    return lexical, os.path.realpath(lexical)
+
+
+def is_within(path: str, root: str) -> bool:
+    try:
+        return os.path.commonpath([path, root]) == root
+    except ValueError:
+        return False
+
+
+def is_sensitive(real: str, ctx: PolicyContext) -> bool:
+    """Inside the app's own config or a credential location (both sides resolved: B33b)."""
+    return any(is_within(real, os.path.realpath(p))
+               for p in (*ctx.app_config_paths, *ctx.sensitive_paths))
+
+
+def is_protected(lexical: str, real: str, ctx: PolicyContext) -> bool:
+    """An instruction file by its given name or its resolved name, case-insensitively; or
+    a repository's ``.git/config`` or ``.git/hooks/*``, which name programs git runs on
+    later commands (aliases beginning with ``!``, core.fsmonitor, hooks): they steer
+    future behaviour the same way."""
+    names = PROTECTED_NAMES | {n.lower() for n in ctx.extra_protected_names}
+    workspace = os.path.realpath(ctx.workspace) if ctx.workspace else "/"
+    for p in (lexical, real):
+        rel = os.path.relpath(p, workspace) if is_within(p, workspace) else p
+        parts = [x.lower() for x in rel.split("/") if x]
+        if parts and (parts[-1] in names or "skills" in parts[:-1]):
+            return True
+        if ".git" in parts[:-1]:
+            after = parts[parts.index(".git") + 1:]
+            if after in (["config"], ["config.worktree"]) or after[:1] == ["hooks"]:
+                return True
+    return False
+
+
+_QUIET_DEVICES = re.compile(r"^/dev/(null|zero|full|stdout|stderr|stdin|tty|fd/\d+|"
+                            r"pts/\d+)$|^/proc/self/fd/\d+$")
+_PROC_PRIVATE = re.compile(r"^/proc/[^/]+/(environ|mem|root|cwd|map_files|auxv)(/|$)")
+HOST_SECRETS = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-",
+                "/etc/sudoers", "/etc/sudoers.d", "/etc/ssh", "/root", "/var/lib/postgresql",
+                "/etc/security/opasswd")
+"""Host files a command reading asks about on a host backend (issue 8 finding 9 is the
+sandbox's half)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _PathFinding:
+    """A finding from resolving a command's paths (same shape as command_risk.Finding)."""
+
+    level: str
+    rule: str
+    risk_class: str
+    reason: str
+    command: int | None
+
+
+def _word_paths(word: str) -> list[str]:
+    """The path a word may name: itself, the value of ``--opt=path``, a ``file:`` URI."""
+    if word.startswith("-"):
+        return [word.split("=", 1)[1]] if "=" in word and len(word.split("=", 1)[1]) else []
+    if word.startswith("file:"):
+        return [word[5:].split("?", 1)[0]]
+    return [word] if word else []
+
+
+def _mode_targets(cmd: SimpleCommand) -> tuple[str, ...]:
+    """Operands whose permissions or ownership ``cmd`` changes."""
+    name, args = cmd.argv[0], cmd.argv[1:]
+    ops = [a for a in args if not a.startswith("-")]
+    if name in ("chmod", "chown", "chgrp") and len(ops) >= 2:
+        return tuple(ops[1:])
+    if name in ("chattr", "setfacl") and ops:
+        return tuple(ops[1:] if name == "setfacl" else ops)
+    return ()
+
+
+def _private(real: str, lexical: str, ctx: PolicyContext, workspace: str) -> bool:
+    """Inside the app's data, code, other workspaces or HERMES home (and not inside this
+    session's own workspace)."""
+    if is_within(real, workspace):
+        return False
+    return any(is_within(real, os.path.realpath(p)) or is_within(lexical, p)
+               for p in ctx.private_paths)
+
+
+def path_findings(parsed: ParsedCommand, ctx: PolicyContext, workspace: str,
+                   host: bool) -> list[_PathFinding]:
+    """Findings from every operand and redirect, resolved (cwd tracked, symlinks resolved:
+    the rule reads the resolved file, not the path as typed; B33). ``host``: commands
+    run on the host (local backend), so reads of private paths ask and writes outside the
+    workspace ask; in the sandbox only workspace-destroying deletes are judged here."""
+    out: list[_PathFinding] = []
+    for i, cmd in enumerate(parsed.commands):
+        unknown = cmd.cwd == UNKNOWN_CWD
+        cwd = None if unknown else cmd.cwd
+        if cmd.name == "rm" and "-r" in cmd.argv or cmd.name in ("find",) and (
+                "-delete" in cmd.argv or "rm" in cmd.argv) or cmd.name == "shred" and (
+                "-r" in cmd.argv):
+            ops = [a for a in cmd.argv[1:] if not a.startswith("-")]
+            if cmd.name == "find":
+                ops = ops[:1] or ["."]
+            for t in ops:
+                if unknown and not t.startswith(("/", "~")):
+                    continue
+                lexical, real = resolve_path(t.rstrip("*").rstrip("/") or t, ctx, cwd)
+                if real == workspace or lexical == workspace.rstrip("/") or (
+                        re.search(r"(^|/)(\*|\.\*|\.\[!.\]\*)$", t)
+                        and resolve_path(posixpath.dirname(t) or ".", ctx, cwd)[1] == workspace):
+                    out.append(_PathFinding("ask", "workspace_destructive",
+                                            "workspace_destructive", "deletes the whole "
+                                            "workspace or most of it", i))
+                    break
+        if not host:
+            continue
+        writes = [*write_targets(cmd), *_mode_targets(cmd)]
+        for t in writes:
+            if _QUIET_DEVICES.match(t):
+                continue
+            if unknown and not t.startswith(("/", "~")):
+                out.append(_PathFinding("ask", "unknown_cwd", "host_write", f"writes {t} "
+                                        "from a working directory that cannot be known", i))
+                continue
+            lexical, real = resolve_path(t, ctx, cwd)
+            if is_sensitive(real, ctx):
+                out.append(_PathFinding("hardline", "app_config", "app_config",
+                                        f"{real} is the application's own configuration, "
+                                        "database or a credential file", i))
+            elif _private(real, lexical, ctx, workspace):
+                out.append(_PathFinding("hardline", "private_write", "app_config",
+                                        f"writes {real}: the application's own data, code "
+                                        "or another user's workspace", i))
+            elif not is_within(real, workspace) and not any(
+                    is_within(real, os.path.realpath(p)) for p in ctx.scratch_paths) \
+                    and not _QUIET_DEVICES.match(real):
+                out.append(_PathFinding("ask", "outside_workspace", "host_write",
+                                        f"writes {real}, outside the session workspace", i))
+            elif is_within(real, workspace) and home_config_file(
+                    "~/" + os.path.relpath(real, workspace)):
+                out.append(_PathFinding("ask", "home_config", "home_config",
+                                        f"writes {real}, a shell or agent config file in the "
+                                        "home directory", i))
+        words = [*cmd.argv[1:], *(t for _, t in cmd.redirects)]
+        for layer in cmd.layers[:-1]:
+            words += [w for w in layer[1:] if w.startswith("/")]
+        for w in words:
+            for path in _word_paths(w):
+                if unknown and not path.startswith(("/", "~")):
+                    continue
+                lexical, real = resolve_path(path, ctx, cwd)
+                if is_sensitive(real, ctx):
+                    out.append(_PathFinding("hardline", "app_config", "app_config",
+                                            f"{real} is the application's own configuration, "
+                                            "database or a credential file", i))
+                elif _private(real, lexical, ctx, workspace):
+                    out.append(_PathFinding("ask", "private_read", "host_read",
+                                            f"reads {real}: the application's own data or code"
+                                            " or another user's workspace", i))
+                elif _PROC_PRIVATE.match(lexical) or _PROC_PRIVATE.match(real) or any(
+                        is_within(real, p) for p in HOST_SECRETS):
+                    out.append(_PathFinding("ask", "host_secret", "host_read",
+                                            f"reads {lexical}: another process's environment "
+                                            "or a host secret", i))
+    return out
