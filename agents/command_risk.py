@@ -41,6 +41,12 @@ _SYSTEMCTL_ASK = frozenset({"stop", "disable", "mask", "kill", "isolate", "resta
                             "suspend", "hibernate", "hybrid-sleep", "daemon-reexec"})
 _SQL_CLIENTS = frozenset({"psql", "mysql", "mariadb", "sqlite3", "duckdb", "clickhouse-client",
                           "sqlcmd", "cockroach", "redis-cli", "mongosh", "mongo"})
+_SERVICE_CLIENTS = _SQL_CLIENTS - {"sqlite3", "duckdb"}
+"""Clients of a server the host runs. Landlock cannot refuse a connect() to a Unix socket,
+so on the local backend `psql` reaches the app's own PostgreSQL over its socket (trust auth
+makes that a superuser login): any use asks. File databases are judged by their paths."""
+_UNIX_SOCKET_CONNECT = re.compile(r"^(UNIX-(CONNECT|CLIENT|SENDTO)|ABSTRACT-(CONNECT|CLIENT)):",
+                                  re.I)
 _SQL_DESTRUCTIVE = re.compile(
     r"\b(DROP\s+(TABLE|DATABASE|SCHEMA|VIEW|USER|INDEX)|TRUNCATE\b|FLUSHALL|FLUSHDB"
     r"|dropDatabase|DELETE\s+FROM\b(?![^;]*\bWHERE\b)|ALTER\s+TABLE\s+\S+\s+DROP)", re.I)
@@ -313,6 +319,11 @@ def _ask(cmd: SimpleCommand) -> tuple[str, str, str] | None:
             return "git_discard", "git_history", f"git {sub} discards work"
     if name in _SQL_CLIENTS and _SQL_DESTRUCTIVE.search(" ".join(args) + (cmd.stdin_text or "")):
         return "sql_destructive", "database", "drops, truncates or mass-deletes data"
+    if name in _SERVICE_CLIENTS:
+        return "service_client", "database", f"{name} connects to a database the host runs"
+    if (name in ("nc", "ncat", "netcat") and "-U" in args
+            or name == "socat" and any(_UNIX_SOCKET_CONNECT.match(a) for a in args)):
+        return "service_client", "database", f"{name} connects to a Unix socket"
     if name in ("python", "python3") and ops[:2] == ["manage.py", "flush"]:
         return "sql_destructive", "database", "empties the database"
     if name in ("systemctl", "service") and any(a in _SYSTEMCTL_ASK for a in ops):

@@ -79,9 +79,11 @@ _QUIET_DEVICES = re.compile(r"^/dev/(null|zero|full|stdout|stderr|stdin|tty|fd/\
 _PROC_PRIVATE = re.compile(r"^/proc/[^/]+/(environ|mem|root|cwd|map_files|auxv)(/|$)")
 HOST_SECRETS = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-",
                 "/etc/sudoers", "/etc/sudoers.d", "/etc/ssh", "/root", "/var/lib/postgresql",
-                "/etc/security/opasswd")
+                "/etc/security/opasswd", "/run/postgresql", "/var/run/postgresql", "/run/mysqld",
+                "/var/run/mysqld", "/run/redis", "/var/run/redis")
 """Host files a command reading asks about on a host backend (issue 8 finding 9 is the
-sandbox's half)."""
+sandbox's half), and the servers' socket directories (a connect() there is out of Landlock's
+reach)."""
 
 
 @dataclass(frozen=True, slots=True)

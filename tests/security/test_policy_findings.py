@@ -357,3 +357,27 @@ def test_finding_3_git_config_and_hooks_written_by_a_tool_ask_every_time(alice_s
         assert decide(call, ctx).verdict == "ask", path
     assert check("echo '[alias] x = !sh' >> .git/config", ctx) == "ask"
     assert check("git -c alias.x='!rm -rf /' x", ctx) == "deny"
+
+
+# --- finding 2 by another route: a server's Unix socket is out of Landlock's reach ---------
+
+@pytest.mark.parametrize("command", [
+    "psql -h /var/run/postgresql -U postgres -c 'UPDATE auth_user SET is_superuser = true'",
+    "PGHOST=/run/postgresql psql -U postgres -c 'select 1'",
+    "nc -U /var/run/postgresql/.s.PGSQL.5432",
+    "socat - UNIX-CONNECT:/run/postgresql/.s.PGSQL.5432",
+    "redis-cli -s /run/redis/redis.sock keys '*'",
+])
+def test_finding_2_database_clients_and_socket_connects_ask(alice_session, people, command):
+    session, _ = alice_session
+    assert check(command, ctx_for(session, people["alice"])) == "ask", command
+
+
+def test_finding_2_psql_over_the_socket_in_a_real_turn_asks_and_runs_nothing(
+        alice_session, people, model):
+    session, ws = alice_session
+    model.plan = [terminal("psql -h /var/run/postgresql -U postgres -c "
+                           "'UPDATE auth_user SET is_superuser = true' > out.txt")]
+    turn = run_turn(session, people["alice"])
+    assert turn.status == Turn.Status.AWAITING_APPROVAL
+    assert tool_results(session) == [] and not (ws / "out.txt").exists()
