@@ -21,7 +21,7 @@ from agents.command_tables import (COMMAND_VARS, GIT_BUILTINS, GIT_EXEC_KEYS, HO
                                    INTERPRETER, RUN_WORDS, SHELLS, UNKNOWN_CWD)
 
 if TYPE_CHECKING:
-    from agents.commands import SimpleCommand
+    from agents.command_model import SimpleCommand
 
 
 class HookWalker:

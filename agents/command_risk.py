@@ -1,12 +1,11 @@
 """What a parsed command puts at risk: the hardline floor, the sudo guard and the ask classes.
 
-Input is agents/commands.py's ParsedCommand (already normalised: quotes, wrappers, flags,
-decoded payloads), so every rule here reads meaning, not spelling (failure cases B29, B30).
-Sources: hermes-facts §10 (hardline patterns, sudo -S guard), seed "The fourth fault".
-The floor is deliberately narrow: unrecoverable damage to the host (root or system trees,
-home, block devices, power state, every process). Broader risk asks. Deciding what to do
-with a finding (order, bypass, isolation) is agents/policy.py; matching user rules
-(deny, always) against a parsed command is here, so rules read meaning too.
+Input is a ParsedCommand (agents/command_model.py: quotes, wrappers, flags, payloads already
+normalised), so every rule reads meaning, not spelling (B29, B30). Sources: hermes-facts §10
+(hardline patterns, sudo -S guard), seed "The fourth fault". The floor is narrow on purpose:
+unrecoverable damage to the host (root or system trees, home, block devices, power, every
+process); broader risk asks. Deciding on a finding (order, bypass, isolation) is
+agents/policy.py.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from agents.commands import ParsedCommand, SimpleCommand
+from agents.command_model import ParsedCommand, SimpleCommand
 
 Level = Literal["hardline", "guard", "ask"]
 
@@ -41,12 +40,10 @@ _SYSTEMCTL_ASK = frozenset({"stop", "disable", "mask", "kill", "isolate", "resta
                             "suspend", "hibernate", "hybrid-sleep", "daemon-reexec"})
 _SQL_CLIENTS = frozenset({"psql", "mysql", "mariadb", "sqlite3", "duckdb", "clickhouse-client",
                           "sqlcmd", "cockroach", "redis-cli", "mongosh", "mongo"})
-_SERVICE_CLIENTS = _SQL_CLIENTS - {"sqlite3", "duckdb"}
-"""Clients of a server the host runs. Landlock cannot refuse a connect() to a Unix socket,
-so on the local backend `psql` reaches the app's own PostgreSQL over its socket (trust auth
-makes that a superuser login): any use asks. File databases are judged by their paths."""
-_UNIX_SOCKET_CONNECT = re.compile(r"^(UNIX-(CONNECT|CLIENT|SENDTO)|ABSTRACT-(CONNECT|CLIENT)):",
-                                  re.I)
+# Landlock cannot refuse a connect() to a Unix socket: `psql` would reach the app's own
+# PostgreSQL over its socket (a superuser login under trust auth), so server clients ask.
+_SERVICE_CLIENTS = _SQL_CLIENTS - {"sqlite3", "duckdb"}  # file databases: judged by path
+_UNIX_SOCKET_CONNECT = re.compile(r"^(UNIX|ABSTRACT)-(CONNECT|CLIENT|SENDTO):", re.I)
 _SQL_DESTRUCTIVE = re.compile(
     r"\b(DROP\s+(TABLE|DATABASE|SCHEMA|VIEW|USER|INDEX)|TRUNCATE\b|FLUSHALL|FLUSHDB"
     r"|dropDatabase|DELETE\s+FROM\b(?![^;]*\bWHERE\b)|ALTER\s+TABLE\s+\S+\s+DROP)", re.I)
@@ -376,9 +373,8 @@ _PARSER_FINDINGS: dict[str, tuple[Level, str, str]] = {
 
 
 _SELF_EXPLAINED = frozenset({"pipe_to_shell", "download_exec"})
-"""Parser findings whose detail restates the reason instead of quoting the command: the
-reason stands alone (an approval card said "…from a pipe: a shell reads its script from a
-pipe")."""
+"""Parser findings whose detail restates the reason: it stands alone (a card once said
+"…from a pipe: a shell reads its script from a pipe")."""
 
 
 def assess(parsed: ParsedCommand) -> tuple[Finding, ...]:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from agents.command_forms import git_globals, normalize_argv, normalize_pattern
 
 if TYPE_CHECKING:
-    from agents.commands import ParsedCommand
+    from agents.command_model import ParsedCommand
 
 RISK_SEVERITY: tuple[str, ...] = (
     "destructive", "app_config", "workspace_destructive", "database", "infra", "git_history",

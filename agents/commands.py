@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
@@ -22,68 +21,12 @@ import bashlex
 from agents.command_forms import (Word, git_globals, in_double_quotes, normalize_argv,
                                   prepare_for_parsing, static_output, unwrap)
 from agents.command_hooks import HookWalker
+from agents.command_model import ParsedCommand, SimpleCommand
 from agents.command_scripts import ScriptReader
 from agents.command_tables import (AWKS, DOWNLOADERS, EDITORS, GLOB_CANDIDATES, INTERPRETER,
                                    KNOWN_PROGRAMS, SHELLS, WRITE_PROGRAMS, _GLOB_NAME)
 
 MAX_DEPTH = 8  # nested sh -c / eval / decode levels before giving up (then: unparseable)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SimpleCommand:
-    """One command the shell would execute.
-
-    ``layers``: outermost → innermost normalised argv, e.g. ``env FOO=1 sudo id`` gives
-    (("env","FOO=1","sudo","id"), ("sudo","id"), ("id",)); executables are basenames.
-    ``redirects``: (operator, target) pairs. ``stdin``: "pipe", "heredoc", "file" or "".
-    ``cwd``: a literal directory set by an earlier ``cd`` in the same command line, else None.
-    """
-
-    layers: tuple[tuple[str, ...], ...]
-    redirects: tuple[tuple[str, str], ...] = ()
-    stdin: str = ""
-    stdin_text: str | None = None
-    cwd: str | None = None
-    options: tuple[str, ...] = ()
-    """git's global options (``-C dir``, ``-c key=value``), dropped from ``layers`` so rules
-    read the subcommand, kept here and in ``display`` so an exact rule sees them."""
-
-    @property
-    def argv(self) -> tuple[str, ...]:
-        return self.layers[-1]
-
-    @property
-    def name(self) -> str:
-        return self.argv[0] if self.argv else ""
-
-    def text(self, layer: int = -1) -> str:
-        return " ".join(self.layers[layer])
-
-    def display(self) -> str:
-        """The outermost layer plus redirections, for people (``sudo -n id > out``)."""
-        outer = self.layers[0][:1] + self.options + self.layers[0][1:]
-        return " ".join((*(shlex.quote(w) if w else "''" for w in outer),
-                         *(f"{op} {shlex.quote(t)}" for op, t in self.redirects)))
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ParsedCommand:
-    """A command line after parsing. ``findings``: (rule, detail) pairs the parser itself
-    raised: "unparseable", "dynamic_name", "eval_dynamic", "pipe_to_shell", "fork_bomb",
-    "exec_process_substitution", "inline_code". ``normalized``: each command's display
-    form, joined by " ; "."""
-
-    source: str
-    commands: tuple[SimpleCommand, ...]
-    findings: tuple[tuple[str, str], ...]
-
-    @property
-    def normalized(self) -> str:
-        return " ; ".join(c.display() for c in self.commands)
-
-    @property
-    def parseable(self) -> bool:
-        return not any(rule == "unparseable" for rule, _ in self.findings)
 
 
 def parse_command(text: str, reader: ScriptReader | None = None) -> ParsedCommand:

@@ -32,10 +32,8 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
-from typing import Any, Literal
+from typing import Any
 
 from agents.command_risk import assess, write_targets
 from agents.command_rules import (DESTRUCTIVE_CLASSES, first_matching_rule, most_severe,
@@ -43,90 +41,18 @@ from agents.command_rules import (DESTRUCTIVE_CLASSES, first_matching_rule, most
 from agents.command_scripts import WorkspaceReader
 from agents.command_tables import UNKNOWN_CWD
 from agents.commands import parse_command
+from agents.policy_context import Decision, PolicyContext, Verdict  # noqa: F401
 from agents.policy_paths import (PROTECTED_NAMES, is_protected, is_sensitive,  # noqa: F401
                                  is_within, path_findings, resolve_path)
 from agents.errors import HarnessError
 from agents.identity import current_identity
 from agents.messages import ToolCall
 
-Verdict = Literal["allow", "ask", "deny"]
-
 READ_ONLY_TOOLS = frozenset({"read_file", "search_files", "skills_list", "skill_view",
                              "session_search"})
 WRITE_TOOLS = frozenset({"write_file", "patch"})
 COMMAND_TOOLS = frozenset({"terminal"})
 
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Decision:
-    """The policy's answer for one tool call.
-
-    ``verdict``: allow / ask / deny. ``rule``: the name of the check that decided (e.g.
-    "hardline", "deny_list", "bypass", "always_rule", "protected_file", "default_ask").
-    ``reason``: a sentence for humans and, on deny, for the model. ``risk_class``: a short
-    category ("destructive", "network", "privilege", "instruction_file", ...) used by team
-    policies. ``normalized``: the normalised command or path that was matched.
-    """
-
-    verdict: Verdict
-    rule: str
-    reason: str = ""
-    risk_class: str = ""
-    normalized: str = ""
-    risk_classes: tuple[str, ...] = ()
-    """Every risk class of every finding (``risk_class`` is the most severe of them): the
-    approval stores them all so an admin-only class is never hidden behind another, and
-    an allow without a human on a destructive class is audited (B32/B33)."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PolicyContext:
-    """Everything ``decide`` may consult, gathered by the caller from trusted state.
-
-    ``session_id`` / ``user_id``: the acting identity; None falls back to the identity
-    contextvar (agents/identity.py) and, if that is unset too, means deny (fail closed).
-    ``workspace``: the session workspace (absolute); None denies file and command tools.
-    ``backend_isolated``: commands run in a sandbox; ``backend_has_host_paths``: that
-    sandbox can write host paths, so it is not treated as isolated.
-    ``deny_rules``: the user's and team's patterns (``sudo *``, ``git push --force``),
-    matched against every wrapper layer of every normalised simple command.
-    ``always_rules`` / ``session_rules``: approved patterns, same matching.
-    ``approved_call_ids`` / ``denied_call_ids``: tool call id → the human's note or reason.
-    ``bypass``: the frozen process-start value OR the audited per-session toggle.
-    ``unattended``: no human can answer (scheduled run, child agent): ask becomes deny.
-    ``app_config_paths``: the app's own settings/env files and HERMES home (hard-blocked for
-    reads and writes); ``sensitive_paths``: credential locations, treated the same.
-    ``extra_protected_names``: more instruction-file basenames (case-insensitive).
-    """
-
-    session_id: str | None
-    user_id: str | None
-    workspace: str | None
-    backend_isolated: bool = False
-    backend_has_host_paths: bool = False
-    deny_rules: tuple[str, ...] = ()
-    always_rules: tuple[str, ...] = ()
-    session_rules: tuple[str, ...] = ()
-    approved_call_ids: Mapping[str, str] = field(default_factory=dict)
-    denied_call_ids: Mapping[str, str] = field(default_factory=dict)
-    bypass: bool = False
-    unattended: bool = False
-    app_config_paths: tuple[str, ...] = ()
-    sensitive_paths: tuple[str, ...] = ()
-    extra_protected_names: tuple[str, ...] = ()
-    private_paths: tuple[str, ...] = ()
-    admin_only_risk_classes: tuple[str, ...] = ()
-    scratch_paths: tuple[str, ...] = ("/tmp", "/var/tmp", "/dev/shm")
-
-
-PRIVATE_PATHS_DOC = """``private_paths``: the app's data directory, its code, the workspace root (other
-users' workspaces) and HERMES home: on a host backend a command reading there asks and one
-writing there is denied (except inside the session's own workspace; issue 8 finding 2).
-``admin_only_risk_classes``: the session team's classes only another admin may approve;
-no bypass (session toggle or process-wide) skips them (finding 6).
-``scratch_paths``: directories outside the workspace a command may write without asking
-(checked on the resolved path, so a symlink there to a home file still asks: B33a)."""
 
 
 class BypassFrozen(HarnessError):

@@ -20,8 +20,8 @@ from agents.command_risk import home_config_file, write_targets
 from agents.command_tables import UNKNOWN_CWD
 
 if TYPE_CHECKING:
-    from agents.commands import ParsedCommand, SimpleCommand
-    from agents.policy import PolicyContext
+    from agents.command_model import ParsedCommand, SimpleCommand
+    from agents.policy_context import PolicyContext
 
 PROTECTED_NAMES = frozenset({"agents.md", "claude.md", "hermes.md", ".hermes.md", "soul.md",
                              ".cursorrules", "skill.md"})
