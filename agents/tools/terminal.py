@@ -1,7 +1,10 @@
 """terminal: run a shell command in the session workspace through the session's backend.
 
-The tool clamps the timeout, caps output for the model (head and tail kept, the middle
-marked) and reports the exit code and a timed-out flag in the result text. Process lifetime
+The tool clamps the timeout and reports the exit code and a timed-out flag in the result.
+It never cuts output itself: a large result is spilled to a file with a preview by the one
+spill layer (agents/tools/spill.py), as every tool's is, so the model can page all of it
+back (failure case B36: a 50,000-char cap here cut a 60,000-char output inline with no
+file). The backend's capture bound (agents/backends/local.py, 2 MB) only guards memory. Process lifetime
 and the environment belong to the backend (agents/backends/); whether the command may run
 at all belongs to agents/policy.py. The terminal is never read-only and has no path scope,
 so the scheduler always runs it as a barrier.
@@ -18,20 +21,6 @@ from agents.tools import PathScope, ToolContext, ToolOutput
 DEFAULT_TIMEOUT = 60
 MAX_TIMEOUT = 600
 """Seconds. Longer requests are clamped, and the result says so."""
-OUTPUT_CAP = 50_000
-"""Chars of output kept for the model; the first 40% and last 60% survive, because errors
-and summaries usually come last."""
-
-
-def cap_output(text: str, cap: int = OUTPUT_CAP) -> str:
-    """Keep ``cap`` chars of ``text``: the head and tail, with a marker counting the rest."""
-    if len(text) <= cap:
-        return text
-    head = cap * 2 // 5
-    tail = cap - head
-    omitted = len(text) - head - tail
-    return f"{text[:head]}\n[... {omitted} characters omitted ...]\n{text[-tail:]}"
-
 
 class Terminal:
     """terminal {command, timeout=60 (max 600)} → output, then "[exit code N]" (and the
@@ -71,7 +60,7 @@ class Terminal:
         timeout = max(1, min(requested, MAX_TIMEOUT))
         result = ctx.backend.run(command, cwd=ctx.workspace, timeout=timeout,
                                  should_stop=ctx.extras.get("should_stop"))
-        lines = [cap_output(result.output.rstrip("\n"))] if result.output.strip() else [
+        lines = [result.output.rstrip("\n")] if result.output.strip() else [
             "(no output)"]
         if requested > MAX_TIMEOUT:
             lines.append(f"[timeout clamped to {MAX_TIMEOUT} s]")
