@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from agents.command_model import ParsedCommand, SimpleCommand
+from agents.command_tables import DELETING_FLAGS, OUTPUT_FLAGS
 
 Level = Literal["hardline", "guard", "ask"]
 
@@ -40,8 +41,7 @@ _SYSTEMCTL_ASK = frozenset({"stop", "disable", "mask", "kill", "isolate", "resta
                             "suspend", "hibernate", "hybrid-sleep", "daemon-reexec"})
 _SQL_CLIENTS = frozenset({"psql", "mysql", "mariadb", "sqlite3", "duckdb", "clickhouse-client",
                           "sqlcmd", "cockroach", "redis-cli", "mongosh", "mongo"})
-# Landlock cannot refuse a connect() to a Unix socket: `psql` would reach the app's own
-# PostgreSQL over its socket (a superuser login under trust auth), so server clients ask.
+# Landlock cannot refuse connect() to a Unix socket (psql → the app's PostgreSQL): ask.
 _SERVICE_CLIENTS = _SQL_CLIENTS - {"sqlite3", "duckdb"}  # file databases: judged by path
 _UNIX_SOCKET_CONNECT = re.compile(r"^(UNIX|ABSTRACT)-(CONNECT|CLIENT|SENDTO):", re.I)
 _SQL_DESTRUCTIVE = re.compile(
@@ -103,7 +103,7 @@ def floor_target(target: str, cwd: str | None = None) -> bool:
 
 def write_targets(cmd: SimpleCommand) -> tuple[str, ...]:
     """Paths ``cmd`` writes, truncates, moves or deletes (redirections, tee, cp/mv/ln/install
-    destinations, sed -i / perl -i files, dd of=, rm, touch, truncate, curl -o, wget -O)."""
+    destinations, sed -i / perl -i files, dd of=, rm, touch, truncate, OUTPUT_FLAGS)."""
     out = [t for op, t in cmd.redirects if op in (">", ">>", ">|", "&>", "&>>", ">&")
            and not t.isdigit() and t != "-"]
     argv = cmd.argv
@@ -119,9 +119,8 @@ def write_targets(cmd: SimpleCommand) -> tuple[str, ...]:
         out += ops if "-e" in args else ops[1:]
     elif name == "dd":
         out += [a[3:] for a in args if a.startswith("of=")]
-    elif name in ("curl", "wget"):
-        flags = ("-o", "--output") if name == "curl" else ("-O", "--output-document")
-        out += [args[i + 1] for i, a in enumerate(args[:-1]) if a in flags]
+    elif name in OUTPUT_FLAGS:  # curl -o, wget -O, sort -o (second-user attack A2)
+        out += [args[i + 1] for i, a in enumerate(args[:-1]) if a in OUTPUT_FLAGS[name]]
     return tuple(out)
 
 
@@ -249,8 +248,6 @@ def _anti_forensics(cmd: SimpleCommand) -> str | None:
     if name in ("logrotate", "utmpdump", "wipe", "srm"):
         return f"{name} rewrites or wipes logs"
     targets = list(write_targets(cmd))
-    if name in ("ln",) and len(targets) == 1:
-        pass
     for t in targets + ([a for a in args if not a.startswith("-")] if name in (
             "shred", "rm", "truncate", "unlink") else []):
         if _HISTORY.search(t) or _LOGS.match(t):
@@ -289,6 +286,8 @@ def _ask(cmd: SimpleCommand) -> tuple[str, str, str] | None:
             ops[:-1] if name == "mv" else ops[-1:] if name in ("ln", "rsync", "cp") else ops)):
         if name == "mv" or "--delete" in args or name == "ln" or "-T" in args:
             return "home_move", "destructive", "moves or replaces the home directory"
+    if (gone := [a for a in args if a.split("=")[0] in DELETING_FLAGS.get(name, ())]):
+        return "destructive", "destructive", f"{name} {' '.join(gone)} deletes files"
     if (conf := next((t for t in write_targets(cmd) if home_config_file(t)), None)) is not None:
         return "home_config", "home_config", f"writes {conf}, a shell or agent config file"
     if name == "rm" and "-r" in args or name == "find" and "-delete" in args:

@@ -88,3 +88,18 @@ version whatchanged worktree write-tree lfs maintenance var blame gui citool ins
 """.split())
 
 
+
+DELETING_FLAGS: dict[str, frozenset[str]] = {
+    "tar": frozenset({"--remove-files"}),
+    "rsync": frozenset({"--delete", "--delete-before", "--delete-during", "--delete-delay",
+                        "--delete-after", "--delete-excluded", "--del", "--remove-source-files"}),
+    "zip": frozenset({"-m", "--move"}), "7z": frozenset({"-sdel"}),
+}
+"""Flags that make an archiving or copying program delete files: a workspace wiped by
+``tar --remove-files -cf /dev/null .`` is as gone as by ``rm -rf .`` (second-user attack A1)."""
+
+OUTPUT_FLAGS: dict[str, tuple[str, ...]] = {
+    "curl": ("-o", "--output"), "wget": ("-O", "--output-document"),
+    "sort": ("-o", "--output"),
+}
+"""Flags whose operand is a file the program writes."""

@@ -292,8 +292,11 @@ class _Walker(HookWalker):
                 self.parse(inner[flag + 1].text, depth + 1)
         elif name == "sudo" and mode in ("pipe", "heredoc"):
             self.shell(inner[:1], depth, mode, data)
-        elif name in ("eval", "watch"):
-            args = inner[1:]
+        elif name in ("eval", "watch", "trap"):
+            # trap's first operand is a command the shell runs later (on EXIT, a signal):
+            # `trap 'rm -rf ./*' EXIT` is that command (second-user attack A1).
+            args = ([w for w in inner[1:] if not w.text.startswith("-")][:1]
+                    if name == "trap" else inner[1:])
             while name == "watch" and args and args[0].text.startswith("-"):
                 args = args[2:] if args[0].text in ("-n", "--interval") else args[1:]
             if any(w.dyn == 2 for w in args):

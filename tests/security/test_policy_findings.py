@@ -381,3 +381,23 @@ def test_finding_2_psql_over_the_socket_in_a_real_turn_asks_and_runs_nothing(
     turn = run_turn(session, people["alice"])
     assert turn.status == Turn.Status.AWAITING_APPROVAL
     assert tool_results(session) == [] and not (ws / "out.txt").exists()
+
+
+# --- second-user attack A1: a workspace wiped by a deferred or archiving command ---------
+
+@pytest.mark.parametrize("command", [
+    "trap 'rm -rf ./*' EXIT", "tar --remove-files -cf /dev/null .",
+    "rsync -a --delete empty/ ./", "sort -o AGENTS.md notes.txt",
+])
+def test_attack_a1_a2_deferred_and_archiving_deletes_ask(alice_session, people, command):
+    session, _ = alice_session
+    assert check(command, ctx_for(session, people["alice"])) != "allow", command
+
+
+def test_attack_a1_trap_in_a_real_turn_asks_and_deletes_nothing(alice_session, people, model):
+    session, ws = alice_session
+    (ws / "keep.txt").write_text("keep")
+    model.plan = [terminal("trap 'rm -rf ./*' EXIT")]
+    turn = run_turn(session, people["alice"])
+    assert turn.status == Turn.Status.AWAITING_APPROVAL
+    assert (ws / "keep.txt").exists() and tool_results(session) == []
