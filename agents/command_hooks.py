@@ -12,6 +12,7 @@ half of agents/commands.py's walker that does this; it calls back ``parse`` and 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from agents.command_forms import Word, decode_ansi_c
@@ -32,12 +33,11 @@ class HookWalker:
     cwd: str | None
     reader: Any
 
-    def parse(self, text: str, depth: int) -> str | None:  # pragma: no cover - interface
-        raise NotImplementedError
-
-    def argv(self, words: list[Word], depth: int, mode: str, data: str | None,
-             redirects: tuple[tuple[str, str], ...]) -> str | None:  # pragma: no cover
-        raise NotImplementedError
+    # Provided by agents.commands._Walker (declared, not defined, so a missing one fails
+    # loudly as an AttributeError): parse(text, depth) and
+    # argv(words, depth, mode, data, redirects), each -> str | None.
+    parse: Callable[[str, int], str | None]
+    argv: Callable[[list[Word], int, str, str | None, tuple[tuple[str, str], ...]], str | None]
 
     def _runs_file(self, head: Word) -> bool:
         """``./build.sh``, ``scripts/x``, ``/tmp/x``: a file that is not a system program."""
