@@ -97,6 +97,12 @@ class _PathFinding:
     command: int | None
 
 
+def _app_config(real: str, command: int) -> _PathFinding:
+    """The floor finding for a read or write of the app's own config, database or secret."""
+    return _PathFinding("hardline", "app_config", "app_config", f"{real} is the application's "
+                        "own configuration, database or a credential file", command)
+
+
 def _word_paths(word: str) -> list[str]:
     """The path a word may name: itself, the value of ``--opt=path``, a ``file:`` URI."""
     if word.startswith("-"):
@@ -165,9 +171,7 @@ def path_findings(parsed: ParsedCommand, ctx: PolicyContext, workspace: str,
                 continue
             lexical, real = resolve_path(t, ctx, cwd)
             if is_sensitive(real, ctx):
-                out.append(_PathFinding("hardline", "app_config", "app_config",
-                                        f"{real} is the application's own configuration, "
-                                        "database or a credential file", i))
+                out.append(_app_config(real, i))
             elif _private(real, lexical, ctx, workspace):
                 out.append(_PathFinding("hardline", "private_write", "app_config",
                                         f"writes {real}: the application's own data, code "
@@ -191,9 +195,7 @@ def path_findings(parsed: ParsedCommand, ctx: PolicyContext, workspace: str,
                     continue
                 lexical, real = resolve_path(path, ctx, cwd)
                 if is_sensitive(real, ctx):
-                    out.append(_PathFinding("hardline", "app_config", "app_config",
-                                            f"{real} is the application's own configuration, "
-                                            "database or a credential file", i))
+                    out.append(_app_config(real, i))
                 elif _private(real, lexical, ctx, workspace):
                     out.append(_PathFinding("ask", "private_read", "host_read",
                                             f"reads {real}: the application's own data or code"
