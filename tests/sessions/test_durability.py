@@ -177,6 +177,8 @@ def test_every_transcript_write_path_refuses_a_worker_without_the_lease(alice):
                          projected=10**6, forced=True) is not None
 
 
+@pytest.mark.services  # two threads writing at once: SQLite's in-memory test database
+# locks whole tables ("database table is locked" seen in an embedded CI run)
 def test_two_workers_racing_on_one_session_run_each_turn_once_in_order(alice, simulator):
     """B39: the same task delivered twice at once runs once, with one model call per turn."""
     session = session_create(user=alice)
