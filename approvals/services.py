@@ -30,6 +30,7 @@ from approvals.selectors import approval_get, approval_list_pending, approval_ru
 from sessions.events import event_append, group_publish, user_group
 from sessions.models import Session, Turn
 from sessions.selectors import admin_team_ids
+from sessions.waits import Wait, turn_resume_on_commit
 
 if TYPE_CHECKING:
     from agents.messages import ToolCall
@@ -136,9 +137,7 @@ def _resume_if_settled(approval: ApprovalRequest) -> None:
         return
     if ApprovalRequest.objects.filter(turn_id=approval.turn_id, state=State.PENDING).exists():
         return
-    from sessions.tasks import turn_run_task
-
-    turn_run_task.delay_on_commit(approval.session_id)
+    turn_resume_on_commit(approval.session_id)
 
 
 def _lock_session(session_id: int) -> None:
@@ -494,3 +493,12 @@ def session_bypass_set(*, user, session: Session, enabled: bool) -> Session:
                      payload={"bypass_approvals": enabled})
     session.bypass_approvals = enabled
     return session
+
+
+APPROVAL_WAIT = Wait(
+    status=Turn.Status.AWAITING_APPROVAL,
+    pending=lambda turn: turn_has_pending_approvals(turn=turn),
+    cancel=lambda session: approval_cancel_for_session(session=session),
+    expire_due=lambda: approval_expire_due(),
+)
+"""The approval wait, registered with sessions/ in ApprovalsConfig.ready."""

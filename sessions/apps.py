@@ -20,3 +20,4 @@ class SessionsConfig(AppConfig):
         freeze_bypass(settings.HERMES["YOLO"])
 
         import sessions.signals  # noqa: F401  (connects the socket-closing receivers)
+        import sessions.tasks  # noqa: F401  (registers the turn resumer, sessions/waits.py)

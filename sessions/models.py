@@ -135,6 +135,8 @@ class Turn(models.Model):
         QUEUED = "queued", "Queued"
         RUNNING = "running", "Running"
         AWAITING_APPROVAL = "awaiting_approval", "Awaiting approval"
+        AWAITING_CHILDREN = "awaiting_children", "Awaiting child agents"
+        AWAITING_ANSWER = "awaiting_answer", "Awaiting the user's answer"
         COMPLETED = "completed", "Completed"
         FAILED = "failed", "Failed"
         CANCELLED = "cancelled", "Cancelled"
@@ -147,6 +149,10 @@ class Turn(models.Model):
                             help_text="'' chat, 'compact', 'prune', 'skill'.")
     user_message = models.ForeignKey(Message, null=True, blank=True, on_delete=models.SET_NULL,
                                      related_name="+")
+    origin = models.CharField(
+        max_length=20, blank=True, default="",
+        help_text="Who started the turn: '' a person (browser, CLI), 'child' a parent agent's "
+                  "delegate call, 'schedule' a beat schedule, 'webhook' an inbound webhook.")
     iterations = models.IntegerField(default=0)
     error = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
@@ -156,6 +162,14 @@ class Turn(models.Model):
     class Meta:
         ordering = ["id"]
         indexes = [models.Index(fields=["session", "status"])]
+
+    UNATTENDED_ORIGINS = ("schedule", "webhook")
+
+    @property
+    def unattended(self) -> bool:
+        """No human is watching (a schedule, a webhook): an "ask" decision is a deny and a
+        clarify question is answered "no human available" at once."""
+        return self.origin in self.UNATTENDED_ORIGINS
 
     def __str__(self) -> str:
         return f"turn #{self.pk} ({self.status})"

@@ -28,6 +28,7 @@ from sessions.selectors import event_list_after, message_list_display
 from sessions.tool_cards import (APPROVAL_STATUSES, DESCRIBERS, call_arguments, tool_status,
                                  tool_summary)
 from sessions.transcript import message_to_display
+from sessions.waits import WAITING_STATUSES
 
 def _image_as_link(renderer, tokens, idx, options, env) -> str:
     """Markdown images never load (issue 8, finding 10: a reply could leak data to another
@@ -337,7 +338,7 @@ def transcript_context(*, session: Session, user, request=None) -> dict:
     for rest in footers.values():
         items.extend(rest)
     running = next((t for t in reversed(turns) if t.status in (
-        Turn.Status.RUNNING, Turn.Status.QUEUED, Turn.Status.AWAITING_APPROVAL)), None)
+        Turn.Status.RUNNING, Turn.Status.QUEUED, *WAITING_STATUSES)), None)
     streaming, index = "", None
     if running is not None and running.status == Turn.Status.RUNNING:
         started = (RunEvent.objects.filter(session=session, type="turn.started",

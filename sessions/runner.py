@@ -45,6 +45,7 @@ from sessions.models import Session, Turn
 from sessions.services import workspace_path
 from sessions.sink import DbSink, ledger_for, started_call_ids
 from sessions.transcript import history_load, message_to_agent
+from sessions.waits import WAITING_STATUSES
 
 log = logging.getLogger("hermes.runner")
 
@@ -373,9 +374,9 @@ def _begin(ctx: TurnContext, sink: DbSink) -> list[AgentMessage]:
         lease_validate(session=ctx.session, owner=ctx.owner)
         # A turn awaiting approval, one a dead worker left running (redelivered task or
         # recovery job), or one stopped by a budget and resumed: its message is stored.
-        resumed = turn.status == Turn.Status.AWAITING_APPROVAL or turn.user_message_id is not None
+        resumed = turn.status in WAITING_STATUSES or turn.user_message_id is not None
         if not Turn.objects.filter(pk=turn.pk, status__in=[
-                Turn.Status.QUEUED, Turn.Status.RUNNING, Turn.Status.AWAITING_APPROVAL]).update(
+                Turn.Status.QUEUED, Turn.Status.RUNNING, *WAITING_STATUSES]).update(
                 status=Turn.Status.RUNNING, started_at=turn.started_at or timezone.now()):
             raise TurnCancelled("stopped before it started")  # Stop won the race
         turn.status = Turn.Status.RUNNING

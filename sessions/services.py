@@ -16,9 +16,9 @@ from django.db.models import F
 from django.utils import timezone
 
 from accounts.models import Membership
-from approvals.services import approval_cancel_for_session
 from sessions.events import event_append
 from sessions.models import Message, Session, Turn
+from sessions.waits import WAITING_STATUSES, waits_cancel
 
 DEFAULT_TITLE = "New session"
 WELCOME_README = """# Welcome to your Hermes workspace
@@ -142,29 +142,36 @@ def _lock_lineage(session: Session) -> None:
     list(Session.objects.select_for_update().filter(pk=root).values_list("pk", flat=True))
 
 
+WAIT_WORDS = {
+    Turn.Status.AWAITING_APPROVAL: "waiting for approval",
+    Turn.Status.AWAITING_CHILDREN: "waiting for its child agents",
+    Turn.Status.AWAITING_ANSWER: "waiting for your answer",
+}
+
+
 def turn_stop(*, session: Session) -> bool:
     """Stop the session's turn. A running one is asked to stop (checked between stream
-    chunks and tools). A turn waiting for approval is cancelled here, with its pending
-    approvals, in ONE transaction (issue 10 defect 2): the requests show as cancelled,
+    chunks and tools). A waiting turn (approval, children, answer: sessions/waits.py) is
+    cancelled here, with its open requests, in ONE transaction (issue 10 defect 2): the
+    requests show as cancelled,
     expiry can no longer resume it, and queued messages behind it run next. Returns True if
     a turn was running, queued or waiting."""
     from sessions.tasks import turn_run_task
 
     with transaction.atomic():
         _lock_lineage(session)
-        waiting = list(Turn.objects.filter(session=session,
-                                           status=Turn.Status.AWAITING_APPROVAL))
+        waiting = list(Turn.objects.filter(session=session, status__in=WAITING_STATUSES))
         if waiting:
-            approval_cancel_for_session(session=session)
+            waits_cancel(session)
             now = timezone.now()
             for turn in waiting:
-                Turn.objects.filter(pk=turn.pk, status=Turn.Status.AWAITING_APPROVAL).update(
+                what = WAIT_WORDS.get(turn.status, "waiting")
+                Turn.objects.filter(pk=turn.pk, status=turn.status).update(
                     status=Turn.Status.CANCELLED, finished_at=now,
-                    error="stopped by the user while waiting for approval")
+                    error=f"stopped by the user while {what}")
                 event_append(session_id=session.pk, type="turn.cancelled", payload={
                     "turn_id": turn.pk,
-                    "reason": "Stopped while waiting for approval; the pending commands "
-                              "were not run."})
+                    "reason": f"Stopped while {what}; nothing pending was run."})
             if Turn.objects.filter(session=session, status=Turn.Status.QUEUED).exists():
                 turn_run_task.delay_on_commit(session.pk)
             return True
@@ -187,8 +194,7 @@ def session_rewind(*, session: Session) -> int:
     with transaction.atomic():
         _lock_lineage(session)
         if lease_live(session=session) or Turn.objects.filter(session=session, status__in=[
-                Turn.Status.RUNNING, Turn.Status.AWAITING_APPROVAL,
-                Turn.Status.QUEUED]).exists():
+                Turn.Status.RUNNING, *WAITING_STATUSES, Turn.Status.QUEUED]).exists():
             raise ValidationError("Wait for the current turn to finish before rewinding.")
         last_user = (Message.objects.filter(session=session, active=True, role="user")
                      .exclude(kind="summary").order_by("-id").first())

@@ -28,6 +28,8 @@ from sessions.models import RunEvent, Session, Turn
 # worker should import once before forking, not once per child on its first turn (six
 # children importing the anthropic SDK at once took over 30 s on a loaded 2-core host).
 from sessions.runner import turn_execute
+from sessions.waits import (WAITING_STATUSES, resumer_register, turn_wait_pending,
+                            turn_waiting, waits_expire_due)
 
 log = logging.getLogger("hermes.tasks")
 
@@ -51,10 +53,8 @@ def turn_next(*, session: Session, owner: str) -> Turn | None:
     MAX_TURN_RECOVERIES resumes. The fate of turns is decided inside a transaction that
     re-validates our lease, so a worker that lost the lease can never fail the new holder's
     running turn (issue 10 defect 1). An AWAITING_APPROVAL turn blocks everything behind it
-    until its approvals are decided. Raises LeaseLost when the lease is not ours."""
-    from approvals.services import approval_expire_due, turn_has_pending_approvals
-
-    approval_expire_due()
+    until its approvals are decided (any waiting status: sessions/waits.py). Raises LeaseLost when the lease is not ours."""
+    waits_expire_due()
     for stale in Turn.objects.filter(session=session, status=Turn.Status.RUNNING).order_by("id"):
         with transaction.atomic():
             lease_validate(session=session, owner=owner)
@@ -73,20 +73,19 @@ def turn_next(*, session: Session, owner: str) -> Turn | None:
                 "turn_id": stale.pk,
                 "reason": "The worker running this turn stopped repeatedly; its unfinished "
                           "tool calls were marked as interrupted. Your message was kept."})
-    waiting = Turn.objects.filter(session=session, status=Turn.Status.AWAITING_APPROVAL).first()
+    waiting = turn_waiting(session)
     if waiting is not None:
-        return None if turn_has_pending_approvals(turn=waiting) else waiting
+        return None if turn_wait_pending(waiting) else waiting
     return Turn.objects.filter(session=session, status=Turn.Status.QUEUED).order_by("id").first()
 
 
 def turn_runnable(*, session: Session) -> bool:
-    """Read-only, lease not required: is there a queued turn, or a turn awaiting approval
-    with nothing pending? (Never changes a turn: we may not hold the lease.)"""
-    from approvals.services import turn_has_pending_approvals
-
-    waiting = Turn.objects.filter(session=session, status=Turn.Status.AWAITING_APPROVAL).first()
+    """Read-only, lease not required: is there a queued turn, or a waiting turn (approval,
+    children, answer) whose wait has settled? (Never changes a turn: we may not hold the
+    lease.)"""
+    waiting = turn_waiting(session)
     if waiting is not None:
-        return not turn_has_pending_approvals(turn=waiting)
+        return not turn_wait_pending(waiting)
     return Turn.objects.filter(session=session, status=Turn.Status.QUEUED).exists()
 
 
@@ -113,7 +112,7 @@ def turn_run_task(session_id: int) -> str:
                 session.refresh_from_db()
                 status = turn_execute(session=session, turn=turn, owner=owner)
                 ran += 1
-                if status in ("lease_lost", Turn.Status.AWAITING_APPROVAL):
+                if status == "lease_lost" or status in WAITING_STATUSES:
                     break
     except LeaseLost:
         log.warning("session %s: turn lease lost between turns", session_id)
@@ -154,3 +153,11 @@ def turn_recover_task() -> int:
             turn_run_task.delay(session.pk)
             enqueued += 1
     return enqueued
+
+
+def _resume_on_commit(session_id: int) -> None:
+    turn_run_task.delay_on_commit(session_id)
+
+
+# The hook through which apps above sessions/ resume a waiting turn (sessions/waits.py).
+resumer_register(_resume_on_commit)

@@ -24,7 +24,7 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from sessions.models import RunEvent, Session
+from sessions.models import RunEvent, Session, Turn
 
 SUMMARY_AFTER = 5
 """``policy --stdin`` ends with a "# N commands: ... ask-or-deny P%" line past this many."""
@@ -143,11 +143,10 @@ class Command(BaseCommand):
         worker (this process in embedded mode, `celery worker` in services mode) runs it."""
         import time
 
-        from sessions.models import Turn
-
         deadline = time.monotonic() + timeout
         ended = {Turn.Status.COMPLETED, Turn.Status.FAILED, Turn.Status.CANCELLED,
-                 Turn.Status.AWAITING_APPROVAL, Turn.Status.BUDGET_BLOCKED}
+                 Turn.Status.BUDGET_BLOCKED, Turn.Status.AWAITING_APPROVAL,
+                 Turn.Status.AWAITING_ANSWER}  # children finish on their own
         while time.monotonic() < deadline:
             turn.refresh_from_db()
             if turn.status in ended:
