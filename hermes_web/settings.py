@@ -313,8 +313,9 @@ HERMES = {
     "MAX_MESSAGE_CHARS": 100_000,
     # Seconds before the first retry of a retryable provider error (doubling, capped).
     "RETRY_BASE_DELAY": float(env_str("HERMES_RETRY_BASE_DELAY", "1.0")),
-    # Prompt cache (agents/cache.py): "5m" or "1h".
-    "CACHE_TTL": env_str("HERMES_CACHE_TTL", "5m"),
+    # Prompt cache (agents/cache.py): "auto" (the default: TTLs and the cold-resume prune
+    # chosen per session from its idle gaps, agents/cache_strategy.py), or "5m" / "1h" fixed.
+    "CACHE_TTL": env_str("HERMES_CACHE_TTL", "auto"),
     # TTL of the two system-prompt breakpoints; empty = CACHE_TTL (issue 3: 5m by default,
     # 1h by configuration). "1h" keeps the prompt warm across a lunch break while messages
     # stay at CACHE_TTL (clamped to 5m on routes that do not honour 1h).

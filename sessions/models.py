@@ -58,6 +58,10 @@ class Session(models.Model):
     compaction_lease_owner = models.CharField(max_length=100, blank=True, default="")
     compaction_lease_expires_at = models.DateTimeField(null=True, blank=True)
     prune_rearm_tokens = models.IntegerField(default=0)
+    cache_message_ttl = models.CharField(
+        max_length=2, default="5m",
+        help_text="TTL ('5m'/'1h') the last turn's message breakpoints carried: a resume "
+                  "after longer is cold (agents/cache_strategy.py).")
     usage_anchor = models.JSONField(null=True, blank=True)
     # Prompt-cache health (agents/cache.py CacheHealth) and its admin-visible flag.
     cache_health = models.JSONField(default=dict, blank=True)

@@ -32,7 +32,7 @@ from agents.prompt import build_system_prompt, recover_stable_len
 from agents.providers import ProviderProfile, model_output_cap, resolve_profile
 from agents.request import RequestPipeline
 from agents.spend_caps import BudgetExceeded
-from agents.tokens import Calibrator
+from agents.tokens import Calibrator, estimate_text_tokens
 from agents.tools.dispatch import dispatch_tool_calls
 from agents.tools.ledger import split_by_ledger
 from agents.tools.spill import apply_spill
@@ -236,8 +236,8 @@ class TurnContext:
             transport=self.transport, model=session.model, system=session.system_prompt,
             stable_len=stable_len, tools=toolbox.registry_for(session).specs(session.tool_names),
             profile=self.profile, calibrator=self.calibrator_restore(stable_len),
-            cache=CacheSettings(ttl=settings.HERMES["CACHE_TTL"],
-                                prompt_ttl=settings.HERMES["CACHE_PROMPT_TTL"] or None),
+            # Replaced before each turn's first request by its cache strategy (_prepare).
+            cache=CacheSettings(),
             max_tokens=min(settings.HERMES["MAX_OUTPUT_TOKENS"],
                            model_output_cap(self.profile, session.model)),
             context_window=self.profile.context_window)
@@ -439,9 +439,16 @@ def _bind(ctx: TurnContext, history: tuple[AgentMessage, ...]) -> None:
 def _prepare(ctx: TurnContext, sink: DbSink, history: list[AgentMessage]):
     """Repair, reduce when a gate says so, plan. Reductions run only here, at an iteration
     boundary, after every result of the previous batch is stored."""
-    from sessions.context import cold_resume, session_compact, session_prune
+    from sessions.context import (cache_settings, cache_strategy, cache_strategy_store,
+                                  cold_resume, session_compact, session_prune)
 
     lease_renew(session=ctx.session, owner=ctx.owner, seconds=settings.HERMES["LEASE_SECONDS"])
+    if ctx.first_request:
+        # The cache strategy is chosen once per turn, before its first request is planned:
+        # TTLs only matter for the writes that must outlive the idle gap after this turn.
+        strategy = cache_strategy(ctx.session, idle_seconds=ctx.idle_seconds, history=history,
+                                  prompt_tokens=estimate_text_tokens(ctx.session.system_prompt))
+        ctx.pipeline.cache = cache_settings(strategy)
     prepared = ctx.pipeline.prepare(history)
     reduced = None
     idle_compaction = settings.HERMES["IDLE_COMPACTION_SECONDS"]
@@ -450,7 +457,7 @@ def _prepare(ctx: TurnContext, sink: DbSink, history: list[AgentMessage]):
         reduced = session_compact(ctx=ctx, sink=sink, history=prepared.history, forced=False,
                                   reason="idle")
     if (reduced is None and ctx.first_request
-            and cold_resume(ctx.session, idle_seconds=ctx.idle_seconds)):
+            and cold_resume(ctx.session, strategy, idle_seconds=ctx.idle_seconds)):
         reduced = session_prune(ctx=ctx, history=prepared.history,
                                 projected=prepared.projected_tokens, cold=True)
     elif settings.HERMES["PRUNE_TRIGGER_TOKENS"] > 0:
@@ -466,6 +473,8 @@ def _prepare(ctx: TurnContext, sink: DbSink, history: list[AgentMessage]):
     if reduced is not None:
         ctx.compactions += 1
         prepared = ctx.pipeline.prepare(reduced)
+    if ctx.first_request:
+        cache_strategy_store(ctx.session, strategy)
     ctx.first_request = False
     for added in prepared.added:  # stored, so the next request is identical (history.py)
         sink.message_added(added)
