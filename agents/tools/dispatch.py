@@ -21,6 +21,7 @@ from typing import Any
 from agents.errors import LeaseLost, ToolError, TurnInterrupted
 from agents.messages import Message, ToolCall, tool_result
 from agents.policy import Decision
+from agents.steer import STEERED_RESULT
 from agents.tools import PathScope, Tool, ToolContext, ToolOutput
 from agents.tools.registry import ToolRegistry, check_arguments
 from agents.tools.workspace import overlaps
@@ -169,6 +170,7 @@ def dispatch_tool_calls(
     on_call: Callable[[ToolCall], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
     on_result: Callable[[ToolCall, ToolOutput], None] | None = None,
+    should_steer: Callable[[], bool] | None = None,
 ) -> DispatchOutcome:
     """Validate, gate and run ``calls``; see the module docstring and DispatchOutcome.
 
@@ -177,6 +179,9 @@ def dispatch_tool_calls(
     emission order, just before a call's segment starts; ``on_result(call, output)`` on this
     thread as soon as a segment's calls have finished (the caller's tool-result ledger). Calls inside a concurrent run each
     get a copy of this thread's contextvars (identity crosses into workers).
+    ``should_steer`` is asked on this thread before each segment too (a safe point,
+    agents/steer.py): once true, the calls not started are answered ``STEERED_RESULT``
+    (metadata {"steered": True}); a running call always finishes.
     """
     prepared = [validate_call(call, registry) for call in calls]
     decisions = [None if p.error else gate(p.call) for p in prepared]
@@ -202,13 +207,17 @@ def dispatch_tool_calls(
     interrupted = False
     with _LazyPool() as pool:
         for number, segment in enumerate(segments):
+            skip = None
             if should_stop is not None and should_stop():
-                interrupted = True
+                interrupted, skip = True, (INTERRUPTED_ERROR, {"stopped": True})
+            elif should_steer is not None and should_steer():
+                skip = (STEERED_RESULT, {"steered": True})
+            if skip is not None:  # the calls not started are answered, never left open
+                text, metadata = skip
                 for index in (i for seg in segments[number:] for i in seg):
-                    results[index] = tool_result(prepared[index].call, INTERRUPTED_ERROR,
-                                                 is_error=True)
+                    results[index] = tool_result(prepared[index].call, text, is_error=True)
                     outputs[prepared[index].call.id] = ToolOutput(
-                        text=INTERRUPTED_ERROR, is_error=True, metadata={"stopped": True})
+                        text=text, is_error=True, metadata=metadata)
                 break
             for index in segment:
                 if on_call is not None:
