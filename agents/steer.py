@@ -1,4 +1,5 @@
-"""Steering a running turn: where a correction may land, and what landing appends. Pure.
+"""Steering a running turn: where a correction may land, and what landing appends. Pure,
+but for ``land_corrections``, which asks the loop's EventSink.
 
 A message the user sends *as a correction* while a turn runs (seed, "Interrupting a turn
 without breaking the cache") is not queued behind the turn: it lands inside it, at the next
@@ -40,10 +41,14 @@ correction, still wants it. Calls already running finish normally and keep their
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 from dataclasses import dataclass
 from enum import Enum
 
-from agents.messages import Message, tool_result
+from agents.messages import Message, ToolCall, tool_result
+
+if TYPE_CHECKING:
+    from agents import EventSink
 
 STEERED_RESULT = ("not run: the user steered the turn before this call started; their "
                   "correction follows. Decide again whether it is still needed.")
@@ -89,10 +94,10 @@ def may_land(point: Point, *, history: Sequence[Message], sent: int | None) -> b
     return bool(history)
 
 
-def unanswered(history: Sequence[Message]) -> list:
+def unanswered_calls(history: Sequence[Message]) -> list[ToolCall]:
     """The tool calls of the newest assistant message that have no result after it, in
     emission order (empty when the newest assistant message is followed by a user message
-    or carries no calls)."""
+    or carries no calls): a resumed turn's calls, or the ones a landing must answer."""
     for index in range(len(history) - 1, -1, -1):
         message = history[index]
         if message.role == "assistant":
@@ -115,5 +120,15 @@ def steer_messages(history: Sequence[Message],
         if not correction.text.strip():
             raise ValueError("a correction cannot be blank")
     results = tuple(tool_result(call, STEERED_RESULT, is_error=True)
-                    for call in unanswered(history))
+                    for call in unanswered_calls(history))
     return results + tuple(Message(role="user", content=c.text) for c in corrections)
+
+
+def land_corrections(history: list[Message], sink: EventSink, point: Point,
+                     sent: int | None) -> list[Message]:
+    """Land the corrections waiting in ``sink`` at ``point`` of the loop if it is safe there
+    (``may_land``); returns the stored messages to append to ``history`` ([] when none
+    landed). Raises LeaseLost from the sink."""
+    if not may_land(point, history=history, sent=sent) or not sink.steer_pending():
+        return []
+    return sink.steer_land(lambda corrections: steer_messages(history, corrections))
