@@ -18,7 +18,7 @@ from django.utils import timezone
 from accounts.models import Membership
 from sessions.events import event_append
 from sessions.models import Message, Session, Turn
-from sessions.steer import STEER
+from sessions.steer import STEER, turn_running
 from sessions.waits import WAITING_STATUSES, waits_cancel
 
 DEFAULT_TITLE = "New session"
@@ -153,8 +153,7 @@ def turn_steer(*, session: Session, user, text: str) -> Turn:
                               "a message instead.")
     with transaction.atomic():
         turn = Turn.objects.create(session=session, input_text=text, kind=STEER)
-        running = Turn.objects.filter(session=session, status__in=[
-            Turn.Status.RUNNING, *WAITING_STATUSES]).exists()
+        running = turn_running(session=session)
         Session.objects.filter(pk=session.pk).update(last_activity_at=timezone.now())
         event_append(session_id=session.pk, type="steer.queued",
                      payload={"turn_id": turn.pk, "text": text[:2000], "running": running})

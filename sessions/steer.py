@@ -23,6 +23,7 @@ from sessions.events import event_append
 from sessions.leases import lease_validate
 from sessions.models import Session, Turn
 from sessions.transcript import message_to_agent
+from sessions.waits import WAITING_STATUSES
 
 STEER = "steer"
 """Turn.kind of a correction still waiting (it runs as an ordinary turn if no turn claims
@@ -30,6 +31,13 @@ it) and Message.kind of the user message a landed correction became."""
 STEERED = "steered"
 """Turn.kind of a correction that landed inside another turn (its row stays: the audit of
 what the user sent and where it went)."""
+
+
+def turn_running(*, session: Session) -> bool:
+    """Does ``session`` have a turn a correction could land in (running, or waiting and
+    to be resumed)? Read-only."""
+    return Turn.objects.filter(session=session, status__in=[
+        Turn.Status.RUNNING, *WAITING_STATUSES]).exists()
 
 
 def steers_waiting(*, session: Session) -> bool:
