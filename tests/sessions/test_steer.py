@@ -234,3 +234,34 @@ def test_bad_corrections_are_refused_and_nothing_is_stored(alice, make_user):
         with pytest.raises(ValidationError):
             turn_steer(session=session, user=user, text=text)
     assert not Turn.objects.filter(session=session).exists()
+
+
+def test_a_correction_survives_the_worker_that_was_running_the_turn(alice, simulator):
+    """The worker running the turn died (the turn is left RUNNING, its message stored, no
+    lease held) and a correction was sent meanwhile: it waited as a row, and the worker that
+    resumes the turn lands it before its first request."""
+    from django.utils import timezone
+
+    from agents.messages import Message as AgentMessage
+    from sessions.transcript import _insert
+
+    simulator.state.script = Script(lambda request: Reply(text=f"re: {request.last_user_text}"))
+    session = session_create(user=alice)
+    turn = turn_start(session=session, user=alice, text="summarise the README")
+    row = _insert(session=session, message=AgentMessage(role="user",
+                                                        content="summarise the README"))
+    Turn.objects.filter(pk=turn.pk).update(status=Turn.Status.RUNNING, user_message=row,
+                                           started_at=timezone.now())
+    steer = turn_steer(session=session, user=alice, text="in one sentence")
+    run(session.pk)
+
+    assert RunEvent.objects.filter(session=session, type="turn.recovered",
+                                   payload__turn_id=turn.pk).exists()
+    steer.refresh_from_db()
+    assert steer.kind == STEERED
+    landed = RunEvent.objects.get(session=session, type="turn.steered").payload
+    assert landed["turn_id"] == turn.pk
+    (body,) = conversation_requests(simulator)
+    texts = [b["text"] for b in body["messages"][-1]["content"]]
+    assert texts == ["summarise the README", "in one sentence"]
+    assert Turn.objects.get(pk=turn.pk).status == Turn.Status.COMPLETED
