@@ -265,3 +265,40 @@ def test_a_correction_survives_the_worker_that_was_running_the_turn(alice, simul
     texts = [b["text"] for b in body["messages"][-1]["content"]]
     assert texts == ["summarise the README", "in one sentence"]
     assert Turn.objects.get(pk=turn.pk).status == Turn.Status.COMPLETED
+
+
+@pytest.mark.services
+def test_on_services_a_redis_worker_lands_the_correction_with_the_prefix_intact(
+        alice, simulator, settings):
+    """The same correction between two tool calls, with the turn enqueued on commit to a
+    real Celery worker consuming from Redis and the rows in PostgreSQL."""
+    from celery.contrib.testing.worker import start_worker
+
+    from hermes_web.celery import app
+
+    assert settings.CELERY_BROKER_URL.startswith("redis://"), "services tests need REDIS_URL"
+
+    def policy(request):
+        if request.last_user_text == CORRECTION:
+            return Reply(text="Understood.")
+        return Reply(text="Two steps.", tool_calls=(
+            ToolCallSpec(name="terminal", input={"command": WAIT_FOR_GO}),
+            ToolCallSpec(name="terminal", input={"command": "echo second > b.txt"})))
+
+    simulator.state.script = Script(policy)
+    session = session_create(user=alice)
+    app.control.purge()
+    with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False,
+                      shutdown_timeout=30):
+        turn = turn_start(session=session, user=alice, text="do the two steps")
+        wait_until(lambda: RunEvent.objects.filter(session=session,
+                                                   type="tool.called").exists(),
+                   "the first call to start", timeout=60)
+        steer = turn_steer(session=session, user=alice, text=CORRECTION)
+        (workspace_path(session) / "go").write_text("")
+        wait_until(lambda: Turn.objects.get(pk=turn.pk).status == Turn.Status.COMPLETED,
+                   "the turn to finish", timeout=60)
+    assert Turn.objects.get(pk=steer.pk).kind == STEERED
+    assert not (workspace_path(session) / "b.txt").exists()
+    before, after = conversation_requests(simulator)
+    assert_prefix_unchanged(before, after)
