@@ -41,9 +41,9 @@ correction, still wants it. Calls already running finish normally and keep their
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 from dataclasses import dataclass
 from enum import Enum
+from typing import TYPE_CHECKING
 
 from agents.messages import Message, ToolCall, tool_result
 

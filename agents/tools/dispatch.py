@@ -42,10 +42,12 @@ class DispatchOutcome:
     """What one dispatch produced.
 
     ``results``: one tool-result message per call before the first ``ask``, in emission
-    order. ``pending``: the calls from the first ``ask`` on, in emission order, each with its
+    order (one per call when a correction overtook the batch: agents/steer.py).
+    ``pending``: the calls from the first ``ask`` on, in emission order, each with its
     policy decision (None for a call that failed validation; it gets its error on resume).
     ``outputs``: ToolOutput by call id for the calls that ran (metadata for the UI), and for
-    the calls a stop skipped (metadata {"stopped": True}).
+    the calls a stop skipped (metadata {"stopped": True}) or a correction overtook
+    (metadata {"steered": True}).
     ``interrupted``: should_stop() turned true and some calls were not run.
     """
 
@@ -205,9 +207,9 @@ def dispatch_tool_calls(
 
     segments = plan_segments(facts)
     interrupted = False
+    skip: tuple[str, dict[str, bool]] | None = None
     with _LazyPool() as pool:
         for number, segment in enumerate(segments):
-            skip = None
             if should_stop is not None and should_stop():
                 interrupted, skip = True, (INTERRUPTED_ERROR, {"stopped": True})
             elif should_steer is not None and should_steer():
@@ -233,6 +235,15 @@ def dispatch_tool_calls(
                     on_result(call, output)
                 outputs[call.id] = output
                 results[index] = tool_result(call, output.text, is_error=output.is_error)
+    if pending and not interrupted and (skip is not None or (
+            should_steer is not None and should_steer())):
+        # A correction overtakes the calls that would wait for a human as well: nobody is
+        # asked to approve a plan the user has just corrected.
+        for offset, (call, _) in enumerate(pending):
+            results[first_ask + offset] = tool_result(call, STEERED_RESULT, is_error=True)
+            outputs[call.id] = ToolOutput(text=STEERED_RESULT, is_error=True,
+                                          metadata={"steered": True})
+        pending = ()
     return DispatchOutcome(results=tuple(results[i] for i in sorted(results)),
                            pending=pending, outputs=MappingProxyType(outputs),
                            interrupted=interrupted)

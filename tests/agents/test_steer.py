@@ -15,10 +15,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agents.backends.local import LocalBackend
 from agents.history import validate_and_repair
 from agents.messages import Message, ToolCall
+from agents.policy import Decision
 from agents.steer import (SAFE_POINTS, STEERED_RESULT, Correction, Point, may_land,
                           steer_messages, unanswered_calls)
+from agents.tools import ToolContext
+from agents.tools.dispatch import dispatch_tool_calls
+from agents.tools.registry import default_registry
 from agents.transports.anthropic_messages import render_messages
 from agents.transports.openai_chat import merge_same_role, render_message
 from tests.agents.test_history import is_legal
@@ -162,3 +167,47 @@ def test_the_visible_text_is_kept_and_its_reasoning_is_dropped_on_the_wire():
         {"type": "tool_result", "tool_use_id": "rm", "content": STEERED_RESULT,
          "is_error": True},
         {"type": "text", "text": "keep build/, delete dist/"}]
+
+
+# --- the dispatcher's between-calls point (agents/tools/dispatch.py) -----------------------
+
+def terminal(cid: str, command: str) -> ToolCall:
+    return ToolCall(id=cid, name="terminal", arguments=json.dumps({"command": command}))
+
+
+def test_a_correction_between_calls_lets_the_running_call_finish_and_skips_the_rest(tmp_path):
+    ctx = ToolContext(workspace=tmp_path, backend=LocalBackend())
+    ran: list[str] = []
+    steer = iter([False, True, True])
+    outcome = dispatch_tool_calls(
+        [terminal("a", "echo one"), terminal("b", "echo two > b.txt"),
+         terminal("c", "echo three > c.txt")],
+        registry=default_registry(), ctx=ctx, gate=lambda c: Decision(verdict="allow", rule="test"),
+        on_call=lambda c: ran.append(c.id), should_steer=lambda: next(steer))
+    assert ran == ["a"] and not outcome.interrupted and outcome.pending == ()
+    assert outcome.results[0].content == "one\n[exit code 0]"
+    assert [(m.tool_call_id, m.content, m.is_error) for m in outcome.results[1:]] == [
+        ("b", STEERED_RESULT, True), ("c", STEERED_RESULT, True)]
+    assert outcome.outputs["b"].metadata == {"steered": True}
+    assert not (tmp_path / "b.txt").exists() and not (tmp_path / "c.txt").exists()
+
+
+def test_a_correction_answers_the_calls_that_would_wait_for_a_human_too(tmp_path):
+    """Nobody is asked to approve a plan the user has just corrected."""
+    ctx = ToolContext(workspace=tmp_path, backend=LocalBackend())
+
+    def gate(c):
+        return Decision(verdict="ask" if c.id == "rm" else "allow", rule="test")
+
+    steer = iter([False, True])
+    outcome = dispatch_tool_calls(
+        [terminal("ls", "echo listed"), terminal("rm", "rm -rf build")],
+        registry=default_registry(), ctx=ctx, gate=gate, should_steer=lambda: next(steer))
+    assert outcome.pending == ()
+    assert [(m.tool_call_id, m.content) for m in outcome.results] == [
+        ("ls", "listed\n[exit code 0]"), ("rm", STEERED_RESULT)]
+    # Without a correction the same batch waits for the human, as before.
+    plain = dispatch_tool_calls(
+        [terminal("ls", "echo listed"), terminal("rm", "rm -rf build")],
+        registry=default_registry(), ctx=ctx, gate=gate, should_steer=lambda: False)
+    assert [c.id for c, _ in plain.pending] == ["rm"] and len(plain.results) == 1
