@@ -25,7 +25,11 @@ from sessions.tasks import turn_run_task
 pytestmark = pytest.mark.django_db(transaction=True)
 
 CORRECTION = "Actually, do not write b.txt; stop after the first step."
-WAIT_FOR_GO = "while [ ! -f go ]; do sleep 0.05; done; echo first step done"
+WAIT_FOR_GO = ("touch started; while [ ! -f go ]; do sleep 0.05; done; "
+               "echo first step done")
+"""The first call: says it started (a file, so the test thread need not poll the database
+while the worker writes: in-memory SQLite's shared cache fails a write that meets a read
+instead of waiting) and waits for the test's go."""
 
 
 @pytest.fixture
@@ -76,8 +80,9 @@ def wire_bytes(value) -> bytes:
 
 def assert_prefix_unchanged(before: dict, after: dict) -> None:
     """Every byte ``before`` sent (system, tools, each message) is in ``after`` unchanged,
-    and ``after`` only appends messages."""
-    assert wire_bytes(after["system"]) == wire_bytes(before["system"])
+    and ``after`` only appends messages. (The OpenAI wire carries the system prompt as its
+    first message.)"""
+    assert wire_bytes(after.get("system")) == wire_bytes(before.get("system"))
     assert wire_bytes(after["tools"]) == wire_bytes(before["tools"])
     kept = len(before["messages"])
     assert len(after["messages"]) > kept
@@ -89,12 +94,15 @@ def conversation_requests(simulator) -> list[dict]:
     return [r.body for r in simulator.state.requests if r.status == 200 and r.body.get("tools")]
 
 
+@pytest.mark.parametrize("provider", ["simulator", "simulator-openai"])
 def test_a_correction_lands_between_two_tool_calls_with_the_prefix_byte_identical(
-        alice, simulator):
+        alice, simulator, provider, settings):
     """Two terminal calls (each a barrier, so two segments). The correction is sent while
     the first runs: the first finishes and keeps its output, the second is answered "not
     run: the user steered" and never runs, the correction follows as a real user message,
-    and the next request reproduces the previous one byte for byte before appending."""
+    and the next request reproduces the previous one byte for byte before appending; on
+    the Anthropic Messages wire and on OpenAI chat completions."""
+    settings.HERMES = {**settings.HERMES, "PROVIDER": provider}
 
     def policy(request):
         if request.last_user_text == CORRECTION:
@@ -107,8 +115,7 @@ def test_a_correction_lands_between_two_tool_calls_with_the_prefix_byte_identica
     session = session_create(user=alice)
     turn = turn_start(session=session, user=alice, text="do the two steps")
     worker = run_in_thread(session.pk)
-    wait_until(lambda: RunEvent.objects.filter(session=session, type="tool.called").exists(),
-               "the first call to start")
+    wait_until((workspace_path(session) / "started").exists, "the first call to start")
     steer = turn_steer(session=session, user=alice, text=CORRECTION)
     # Durable at once: the correction is a row before any worker touched it.
     assert Turn.objects.get(pk=steer.pk).status == Turn.Status.QUEUED
@@ -138,12 +145,17 @@ def test_a_correction_lands_between_two_tool_calls_with_the_prefix_byte_identica
     before, after = conversation_requests(simulator)
     assert_prefix_unchanged(before, after)
     tail = after["messages"][len(before["messages"]):]
-    assert [m["role"] for m in tail] == ["assistant", "user"]
-    assert [b["type"] for b in tail[1]["content"]] == ["tool_result", "tool_result", "text"]
-    assert tail[1]["content"][1]["is_error"] is True
-    assert tail[1]["content"][2]["text"] == CORRECTION
-    assert not any(b.get("type") in ("thinking", "redacted_thinking")
-                   for m in after["messages"] for b in m["content"])
+    if provider == "simulator":
+        assert [m["role"] for m in tail] == ["assistant", "user"]
+        assert [b["type"] for b in tail[1]["content"]] == ["tool_result", "tool_result",
+                                                           "text"]
+        assert tail[1]["content"][1]["is_error"] is True
+        assert tail[1]["content"][2]["text"] == CORRECTION
+        assert not any(b.get("type") in ("thinking", "redacted_thinking")
+                       for m in after["messages"] for b in m["content"])
+    else:
+        assert [m["role"] for m in tail] == ["assistant", "tool", "tool", "user"]
+        assert tail[2]["content"] == STEERED_RESULT and tail[3]["content"] == CORRECTION
 
     landed = RunEvent.objects.get(session=session, type="turn.steered").payload
     assert landed["turn_id"] == turn.pk and landed["steer_turn_ids"] == [steer.pk]
@@ -291,9 +303,8 @@ def test_on_services_a_redis_worker_lands_the_correction_with_the_prefix_intact(
     with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False,
                       shutdown_timeout=30):
         turn = turn_start(session=session, user=alice, text="do the two steps")
-        wait_until(lambda: RunEvent.objects.filter(session=session,
-                                                   type="tool.called").exists(),
-                   "the first call to start", timeout=60)
+        wait_until((workspace_path(session) / "started").exists, "the first call to start",
+                   timeout=60)
         steer = turn_steer(session=session, user=alice, text=CORRECTION)
         (workspace_path(session) / "go").write_text("")
         wait_until(lambda: Turn.objects.get(pk=turn.pk).status == Turn.Status.COMPLETED,
