@@ -146,6 +146,10 @@ def test_a_correction_lands_between_two_tool_calls_with_the_prefix_byte_identica
     assert_prefix_unchanged(before, after)
     tail = after["messages"][len(before["messages"]):]
     if provider == "simulator":
+        # The provider's own account: everything the first request cached is read back.
+        first, second = [r.usage for r in simulator.state.requests if r.status == 200]
+        cached = first["cache_read_input_tokens"] + first["cache_creation_input_tokens"]
+        assert cached > 0 and second["cache_read_input_tokens"] >= cached
         assert [m["role"] for m in tail] == ["assistant", "user"]
         assert [b["type"] for b in tail[1]["content"]] == ["tool_result", "tool_result",
                                                            "text"]
