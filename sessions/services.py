@@ -154,9 +154,15 @@ def turn_steer(*, session: Session, user, text: str) -> Turn:
     with transaction.atomic():
         turn = Turn.objects.create(session=session, input_text=text, kind=STEER)
         running = turn_running(session=session)
-        Session.objects.filter(pk=session.pk).update(last_activity_at=timezone.now())
+        updates = {"last_activity_at": timezone.now()}
+        if session.title == DEFAULT_TITLE:  # sent as the first message: it names the session
+            updates["title"] = " ".join(text.split())[:60]
+        Session.objects.filter(pk=session.pk).update(**updates)
         event_append(session_id=session.pk, type="steer.queued",
                      payload={"turn_id": turn.pk, "text": text[:2000], "running": running})
+        if "title" in updates:
+            event_append(session_id=session.pk, type="session.updated",
+                         payload={"title": updates["title"]})
         # Enqueued in any case: if the running turn ends first, this is the next turn.
         turn_run_task.delay_on_commit(session.pk)
     return turn

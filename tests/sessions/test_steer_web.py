@@ -40,6 +40,8 @@ def test_the_steer_view_stores_a_correction_and_refuses_bad_input(alice, login):
     assert response.status_code == 200 and 'id="turn-status"' in response.content.decode()
     steer = Turn.objects.get(session=session)
     assert (steer.kind, steer.status, steer.input_text) == (STEER, "queued", "use python")
+    session.refresh_from_db()
+    assert session.title == "use python"  # the first message names the session either way
 
     for text in ("   ", "/prune"):
         bad = client.post(f"/sessions/{session.pk}/steer/", {"text": text},
