@@ -5,7 +5,7 @@ answers with every stored event with seq > N, then live events, each exactly onc
 order. The consumer joins the groups BEFORE reading the backlog and buffers live events until
 the backlog is sent, so an event committed in between is neither lost nor sent twice; a live
 event that skips a seq triggers a database read of the gap. No business logic here: a
-"message" frame calls turn_start, a "stop" frame turn_stop (style.md §2.9).
+"message" frame calls turn_start, a "steer" frame turn_steer, a "stop" frame turn_stop (style.md §2.9).
 
 The socket's user is fixed at connect, so the login is re-validated (session row present and
 unexpired, same user, session auth hash still matching the password) before every frame that
@@ -37,7 +37,7 @@ from sessions.events import event_to_dict, session_group, socket_loop_register, 
 from sessions.forms import MessageForm
 from sessions.rendering import APPROVAL_EVENTS, PLAIN_EVENTS, event_frame, viewer_label
 from sessions.selectors import event_list_after, session_get
-from sessions.services import turn_start, turn_stop
+from sessions.services import turn_start, turn_steer, turn_stop
 from sessions.signals import login_group
 
 log = logging.getLogger("hermes.consumers")
@@ -217,7 +217,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
 
     async def receive_json(self, content: dict, **kwargs) -> None:
         kind = content.get("type")
-        if kind in ("hello", "message", "stop") and not await self.login_still_valid():
+        if kind in ("hello", "message", "steer", "stop") and not await self.login_still_valid():
             return
         if kind == "hello":
             last_seq = content.get("last_seq", 0)
@@ -225,18 +225,18 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
                 await self.send_error("last_seq must be a non-negative integer.")
                 return
             await self.replay(last_seq)
-        elif kind == "message":
-            await self.start_turn(content.get("text"))
+        elif kind in ("message", "steer"):  # "steer": a correction for the running turn
+            await self.start_turn(content.get("text"), steer=kind == "steer")
         elif kind == "stop":
             await self.stop_turn()
         else:
             await self.send_error(f"Unknown frame type {str(kind)[:40]!r}; expected hello, "
-                                  "message or stop.")
+                                  "message, steer or stop.")
 
     async def send_error(self, reason: str) -> None:
         await self.send_json({"type": "error", "payload": {"reason": reason}})
 
-    async def start_turn(self, text) -> None:
+    async def start_turn(self, text, *, steer: bool = False) -> None:
         if not isinstance(text, str):
             await self.send_error("A message frame needs a \"text\" string.")
             return
@@ -245,15 +245,15 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             await self.send_error(" ".join(form.errors["text"]))
             return
         try:
-            await database_sync_to_async(self._start_turn)(form.cleaned_data["text"])
+            await database_sync_to_async(self._start_turn)(form.cleaned_data["text"], steer)
         except (ValidationError, Http404) as exc:
             reason = (" ".join(exc.messages) if isinstance(exc, ValidationError)
                       else "Only the session's owner can send messages.")
             await self.send_error(reason)
 
-    def _start_turn(self, text: str) -> None:
+    def _start_turn(self, text: str, steer: bool = False) -> None:
         session = session_get(user=self.user, session_id=self.session_id, write=True)
-        turn_start(session=session, user=self.user, text=text)
+        (turn_steer if steer else turn_start)(session=session, user=self.user, text=text)
 
     async def stop_turn(self) -> None:
         try:

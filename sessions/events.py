@@ -31,6 +31,8 @@ EVENT_TYPES = frozenset({
     # provider failures (issue 10): a history repaired after a shape 400, the compaction
     # breaker pausing automatic compaction, a failover to another key or provider
     "history.repaired", "compaction.breaker_tripped", "provider.failover",
+    # steering a running turn (issue 12 item 4): a correction stored, a correction landed
+    "steer.queued", "turn.steered",
 })
 
 

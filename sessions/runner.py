@@ -501,7 +501,8 @@ def _execute(ctx: TurnContext, sink: DbSink, calls: list[ToolCall]):
             fresh, registry=toolbox.registry_for(ctx.session), ctx=tool_ctx,
             gate=toolbox.policy_gate(ctx, state), should_stop=sink.should_stop,
             on_call=sink.tool_called,
-            on_result=lambda call, out: sink.tool_finished(call, out.text, out.is_error))
+            on_result=lambda call, out: sink.tool_finished(call, out.text, out.is_error),
+            should_steer=sink.steer_pending)
         by_id = {c.id: order[id(c)] for c in reversed(fresh)}
         ranked += [(by_id.get(r.tool_call_id, len(calls)), r) for r in outcome.results]
         pending = list(outcome.pending)

@@ -18,6 +18,7 @@ from django.utils import timezone
 from accounts.models import Membership
 from sessions.events import event_append
 from sessions.models import Message, Session, Turn
+from sessions.steer import STEER, turn_running
 from sessions.waits import WAITING_STATUSES, waits_cancel
 
 DEFAULT_TITLE = "New session"
@@ -130,6 +131,39 @@ def turn_start(*, session: Session, user, text: str) -> Turn:
         if "title" in updates:
             event_append(session_id=session.pk, type="session.updated",
                          payload={"title": updates["title"]})
+        turn_run_task.delay_on_commit(session.pk)
+    return turn
+
+
+def turn_steer(*, session: Session, user, text: str) -> Turn:
+    """Send ``text`` as a correction to the running turn (issue 12 item 4).
+
+    Stored at once as a queued Turn of kind "steer" (a row: a worker kill loses nothing and
+    the page shows it); the running turn lands it at its next safe point (agents/steer.py,
+    sessions/steer.py). If no turn claims it before the running one ends, it runs as the next
+    queued turn, in order. Same validation as turn_start; a slash command is refused (it is
+    a command, not a correction). Raises ValidationError (nothing stored)."""
+    from sessions.tasks import turn_run_task
+
+    check_message_text(text)
+    if session.owner_id != user.pk:
+        raise ValidationError("Only the session's owner can send messages.")
+    if turn_kind(text):
+        raise ValidationError("A slash command cannot be sent as a correction; send it as "
+                              "a message instead.")
+    with transaction.atomic():
+        turn = Turn.objects.create(session=session, input_text=text, kind=STEER)
+        running = turn_running(session=session)
+        updates = {"last_activity_at": timezone.now()}
+        if session.title == DEFAULT_TITLE:  # sent as the first message: it names the session
+            updates["title"] = " ".join(text.split())[:60]
+        Session.objects.filter(pk=session.pk).update(**updates)
+        event_append(session_id=session.pk, type="steer.queued",
+                     payload={"turn_id": turn.pk, "text": text[:2000], "running": running})
+        if "title" in updates:
+            event_append(session_id=session.pk, type="session.updated",
+                         payload={"title": updates["title"]})
+        # Enqueued in any case: if the running turn ends first, this is the next turn.
         turn_run_task.delay_on_commit(session.pk)
     return turn
 

@@ -9,6 +9,7 @@ urlpatterns = [
     path("sessions/new/", views.session_create_view, name="session_create"),
     path("sessions/<int:session_id>/", views.session_detail_view, name="session_detail"),
     path("sessions/<int:session_id>/messages/", views.message_send_view, name="message_send"),
+    path("sessions/<int:session_id>/steer/", views.message_steer_view, name="message_steer"),
     path("sessions/<int:session_id>/stop/", views.turn_stop_view, name="turn_stop"),
     path("sessions/<int:session_id>/rename/", views.session_rename_view, name="session_rename"),
     path("sessions/<int:session_id>/archive/", views.session_archive_view,

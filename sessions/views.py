@@ -27,7 +27,8 @@ from sessions.rendering import event_frame, transcript_context, viewer_label
 from sessions.selectors import (event_list_after, session_get, session_list, session_list_team,
                                 session_visible_q)
 from sessions.services import (session_archive, session_create, session_rename,
-                               session_rewind, turn_start, turn_stop)
+                               session_rewind, turn_start, turn_steer, turn_stop)
+from sessions.steer import turn_running
 
 EVENT_PAGE = 500
 """Events per polling response (the client asks again with the new ``after``)."""
@@ -79,18 +80,33 @@ def message_send_view(request: HttpRequest, session_id: int) -> HttpResponse:
     """Queue a message as a turn. htmx: the turn-status partial, or the composer with its
     error (400, retargeted to #composer). Without htmx: a redirect, or the page with the
     error (400). Nothing is stored when the message is refused."""
+    return _message_post(request, session_id, steer=False)
+
+
+@login_required
+@require_POST
+def message_steer_view(request: HttpRequest, session_id: int) -> HttpResponse:
+    """Send the message as a correction to the running turn (sessions/services.py
+    turn_steer; the Steer button and Alt+Enter). Answers exactly like message_send_view;
+    the status stays "running" while a turn runs (the correction lands inside it)."""
+    return _message_post(request, session_id, steer=True)
+
+
+def _message_post(request: HttpRequest, session_id: int, *, steer: bool) -> HttpResponse:
     session = session_get(user=request.user, session_id=session_id, write=True)
     form = MessageForm(request.POST)
     if form.is_valid():
+        service = turn_steer if steer else turn_start
         try:
-            turn = turn_start(session=session, user=request.user, text=form.cleaned_data["text"])
+            turn = service(session=session, user=request.user, text=form.cleaned_data["text"])
         except ValidationError as exc:
             form.add_error("text", exc)
         else:
             if not request.htmx:
                 return redirect("session_detail", session_id=session.pk)
+            state = "running" if steer and turn_running(session=session) else "queued"
             return render(request, "sessions/detail.html#turn-status", {
-                "status": {"state": "queued", "turn_id": turn.pk}, "session_id": session.pk})
+                "status": {"state": state, "turn_id": turn.pk}, "session_id": session.pk})
     if request.htmx:
         response = render(request, "sessions/detail.html#composer",
                           {"form": form, "session": session}, status=400)

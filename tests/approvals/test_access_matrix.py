@@ -57,6 +57,8 @@ EXPECTED: dict[str, Expect] = {
     "session_export": Expect(method="GET", owner=200, other=404, admin=200),
     "message_send": Expect(method="POST", owner=302, other=404, admin=404,
                            data={"text": "hello"}),
+    "message_steer": Expect(method="POST", owner=302, other=404, admin=404,
+                            data={"text": "a correction"}),
     "turn_stop": Expect(method="POST", owner=302, other=404, admin=404),
     "session_rename": Expect(method="POST", owner=302, other=404, admin=404,
                              data={"title": "renamed"}),
