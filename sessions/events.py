@@ -31,6 +31,9 @@ EVENT_TYPES = frozenset({
     # provider failures (issue 10): a history repaired after a shape 400, the compaction
     # breaker pausing automatic compaction, a failover to another key or provider
     "history.repaired", "compaction.breaker_tripped", "provider.failover",
+    # delegation (issue 12): a turn saved awaiting its child agents, a child's turn ended,
+    # the last child of a delegate call ended (its result is ledgered, the parent resumes)
+    "turn.awaiting_children", "child.updated", "children.finished",
 })
 
 

@@ -18,7 +18,7 @@ from django.utils import timezone
 from accounts.models import Membership
 from sessions.events import event_append
 from sessions.models import Message, Session, Turn
-from sessions.waits import WAITING_STATUSES, waits_cancel
+from sessions.waits import WAITING_STATUSES, turn_ended, waits_cancel
 
 DEFAULT_TITLE = "New session"
 WELCOME_README = """# Welcome to your Hermes workspace
@@ -119,6 +119,9 @@ def turn_start(*, session: Session, user, text: str) -> Turn:
     check_message_text(text)
     if session.owner_id != user.pk:
         raise ValidationError("Only the session's owner can send messages.")
+    if session.parent_id is not None:
+        raise ValidationError("A child agent's session is read-only: it works only on the "
+                              "task its parent delegated.")
     with transaction.atomic():
         turn = Turn.objects.create(session=session, input_text=text, kind=turn_kind(text))
         updates = {"last_activity_at": timezone.now()}
@@ -169,6 +172,7 @@ def turn_stop(*, session: Session) -> bool:
                 Turn.objects.filter(pk=turn.pk, status=turn.status).update(
                     status=Turn.Status.CANCELLED, finished_at=now,
                     error=f"stopped by the user while {what}")
+                turn_ended(turn.pk)  # a stopped child still reports to its parent
                 event_append(session_id=session.pk, type="turn.cancelled", payload={
                     "turn_id": turn.pk,
                     "reason": f"Stopped while {what}; nothing pending was run."})
