@@ -30,8 +30,17 @@ file, to search, or to run a command.
 
 
 def workspace_path(session: Session) -> Path:
-    """The session's workspace directory (created on demand)."""
-    path = Path(settings.HERMES["WORKSPACE_ROOT"]) / str(session.pk)
+    """The session's workspace directory (created on demand). A child agent's session
+    (``parent`` set) works in its top ancestor's workspace: it does part of that session's
+    task on that session's files, and the parent can check what a child claims it wrote
+    (issue 12: children use the same confined workspace and policy)."""
+    pk, parent_id = session.pk, session.parent_id
+    for _ in range(16):  # delegation depth is bounded far below this
+        if parent_id is None:
+            break
+        pk = parent_id
+        parent_id = Session.objects.filter(pk=pk).values_list("parent_id", flat=True).first()
+    path = Path(settings.HERMES["WORKSPACE_ROOT"]) / str(pk)
     path.mkdir(parents=True, exist_ok=True)
     return path
 

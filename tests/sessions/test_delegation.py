@@ -229,3 +229,40 @@ def test_child_sessions_are_read_only(alice, simulator):
     from django.core.exceptions import ValidationError
     with pytest.raises(ValidationError):
         turn_start(session=child, user=alice, text="hello child")
+
+
+def test_children_work_in_the_parents_workspace(alice, simulator):
+    def child_reply(goal, request: ScriptRequest) -> Reply:
+        if request.tool_results:
+            return Reply(text="wrote it")
+        return Reply(text="writing", tool_calls=(ToolCallSpec(
+            name="write_file", input={"path": f"{goal}.txt", "content": "from the child\n"}),))
+
+    simulator.state.script = Script(delegating_policy(goals=["report"],
+                                                      child_reply=child_reply))
+    parent = session_create(user=alice)
+    turn_start(session=parent, user=alice, text="delegate")
+    run(parent.pk)
+    task = ChildTask.objects.get(parent_session=parent)
+    assert workspace_path(task.child) == workspace_path(parent)
+    run(task.child_id)
+    assert (workspace_path(parent) / "report.txt").read_text() == "from the child\n"
+
+
+def test_the_demo_script_delegates_three_tasks_from_plain_words(alice, simulator):
+    from agents.simulator.demo import demo_policy
+
+    simulator.state.script = Script(demo_policy)
+    parent = session_create(user=alice)
+    turn_start(session=parent, user=alice, text="delegate three tasks")
+    run(parent.pk)
+    tasks = list(ChildTask.objects.filter(parent_session=parent))
+    assert len(tasks) == 3
+    for task in tasks:
+        run(task.child_id)
+        assert Turn.objects.get(pk=task.turn_id).status == Turn.Status.COMPLETED
+    run(parent.pk)
+    final = Message.objects.filter(session=parent, role="assistant").last().content
+    assert final.count("Child ") == 3 and "list the files" in final
+    child_tool = Message.objects.filter(session=tasks[1].child, role="tool").first()
+    assert child_tool.tool_name == "read_file" and "Welcome" in child_tool.content
