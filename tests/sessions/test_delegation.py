@@ -266,3 +266,55 @@ def test_the_demo_script_delegates_three_tasks_from_plain_words(alice, simulator
     assert final.count("Child ") == 3 and "list the files" in final
     child_tool = Message.objects.filter(session=tasks[1].child, role="tool").first()
     assert child_tool.tool_name == "read_file" and "Welcome" in child_tool.content
+
+
+def test_the_parent_page_draws_child_cards_and_the_children_json_feeds_them(alice, simulator,
+                                                                            login):
+    simulator.state.script = Script(delegating_policy())
+    parent = session_create(user=alice)
+    turn_start(session=parent, user=alice, text="delegate three tasks")
+    run(parent.pk)
+    client = login(alice)
+    page = client.get(f"/sessions/{parent.pk}/").content.decode()
+    assert 'class="child-cards"' in page and "child_cards.js" in page
+    assert "Waiting for its child agents." in page and 'id="stop-button"' in page
+    data = client.get(f"/sessions/{parent.pk}/children.json").json()
+    assert [c["goal"] for c in data["children"]] == GOALS
+    assert all(c["status"] == "queued" for c in data["children"])
+    for task in ChildTask.objects.filter(parent_session=parent):
+        run(task.child_id)
+    run(parent.pk)
+    data = client.get(f"/sessions/{parent.pk}/children.json").json()
+    assert all(c["ended"] and c["iterations"] == 1 for c in data["children"])
+    assert data["total"]["children"] == 3 and data["total"]["tokens"] > 0
+    page = client.get(f"/sessions/{parent.pk}/").content.decode()
+    assert 'id="children-cost"' in page and "children:" in page
+    child_page = client.get(data["children"][0]["url"]).content.decode()
+    assert "child agent of" in child_page and 'id="composer"' not in child_page
+
+
+def test_another_user_cannot_read_the_children(alice, make_user, simulator, login):
+    simulator.state.script = Script(delegating_policy(goals=["one"]))
+    parent = session_create(user=alice)
+    turn_start(session=parent, user=alice, text="delegate")
+    run(parent.pk)
+    mallory = make_user("mallory", team="other")
+    client = login(mallory)
+    assert client.get(f"/sessions/{parent.pk}/children.json").status_code == 404
+    child = ChildTask.objects.get(parent_session=parent).child_id
+    assert client.get(f"/sessions/{child}/").status_code == 404
+
+
+def test_admin_links_parent_and_children(alice, simulator, make_user, login):
+    simulator.state.script = Script(delegating_policy(goals=["one"]))
+    parent = session_create(user=alice)
+    turn_start(session=parent, user=alice, text="delegate")
+    run(parent.pk)
+    child = ChildTask.objects.get(parent_session=parent).child_id
+    client = login(make_user("root", staff=True))
+    from django.contrib.auth import get_user_model
+    get_user_model().objects.filter(username="root").update(is_superuser=True)
+    page = client.get(f"/admin/agent_sessions/session/{parent.pk}/change/").content.decode()
+    assert f"/admin/agent_sessions/session/{child}/change/" in page
+    page = client.get(f"/admin/agent_sessions/session/{child}/change/").content.decode()
+    assert f"/admin/agent_sessions/session/{parent.pk}/change/" in page
