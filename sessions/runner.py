@@ -34,6 +34,7 @@ from agents.providers import ProviderProfile, model_output_cap, resolve_profile
 from agents.request import RequestPipeline
 from agents.spend_caps import BudgetExceeded
 from agents.tokens import Calibrator
+from agents.tools.delegate import DELEGATE_TOOL
 from agents.tools.dispatch import dispatch_tool_calls
 from agents.tools.ledger import split_by_ledger
 from agents.tools.spill import apply_spill
@@ -484,8 +485,14 @@ def _execute(ctx: TurnContext, sink: DbSink, calls: list[ToolCall]):
     dispatch the rest; each call is announced when it starts and ledgered when it ends."""
     from approvals.services import gate_state
 
+    # A delegate call's only effect is the transaction that creates its children and saves
+    # the turn awaiting them; the turn runs again only after its result is ledgered. So a
+    # delegate call announced with no ledgered result never took effect: run it again
+    # (children_spawn is idempotent per call id) instead of "outcome unknown".
+    started = started_call_ids(session=ctx.session) - {
+        c.id for c in calls if c.name == DELEGATE_TOOL}
     split = split_by_ledger(calls, ledger=ledger_for(session=ctx.session, calls=calls),
-                            started=started_call_ids(session=ctx.session))
+                            started=started)
     tool_ctx = toolbox.tool_context(ctx, should_stop=sink.should_stop)
     order = {id(call): index for index, call in enumerate(calls)}
     ranked = list(split.answered.items())
