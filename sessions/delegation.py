@@ -24,6 +24,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from django.conf import settings
+from django.db import transaction
 from django.db.models import Count, Q, Sum
 from django.urls import reverse
 
@@ -122,6 +123,10 @@ def child_turn_ended(turn_id: int) -> None:
     task = ChildTask.objects.filter(turn_id=turn_id).first()
     if task is None:
         return
+    # Lock order: the parent's Session row (its lineage root, which turn_stop and every
+    # transcript writer lock first), then its turn. Siblings ending together serialise here.
+    list(Session.objects.select_for_update().filter(pk=task.parent_session_id)
+         .values_list("pk", flat=True))
     parent_turn = Turn.objects.select_for_update().filter(pk=task.parent_turn_id).first()
     event_append(session_id=task.parent_session_id, type="child.updated",
                  payload={"turn_id": task.parent_turn_id, "call_id": task.call_id,
@@ -166,15 +171,16 @@ def _children_pending(turn: Turn) -> bool:
 def _children_cancel(session: Session) -> int:
     """Stop on the parent: stop every child of its waiting turns that has not ended (a
     running child is asked to stop; a waiting or queued one is cancelled by turn_stop).
-    Returns how many children were stopped."""
-    stopped = 0
-    tasks = (ChildTask.objects.filter(parent_session=session,
-                                      parent_turn__status=Turn.Status.AWAITING_CHILDREN)
-             .exclude(turn__status__in=ENDED_STATUSES).select_related("child"))
+    Each child is stopped in its own transaction once the parent's Stop commits: the
+    parent's transaction then never holds its own row while waiting for a child's, the
+    reverse of the order a finishing child takes them in (no deadlock). Returns how many
+    children will be stopped."""
+    tasks = list(ChildTask.objects.filter(parent_session=session,
+                                          parent_turn__status=Turn.Status.AWAITING_CHILDREN)
+                 .exclude(turn__status__in=ENDED_STATUSES).select_related("child"))
     for task in tasks:
-        if turn_stop(session=task.child):
-            stopped += 1
-    return stopped
+        transaction.on_commit(lambda child=task.child: turn_stop(session=child), robust=True)
+    return len(tasks)
 
 
 def descendant_ids(session: Session) -> list[int]:

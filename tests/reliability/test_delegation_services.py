@@ -13,8 +13,8 @@ import pytest
 
 from agents.simulator.script import Reply, Script, ScriptRequest, ToolCallSpec
 from agents.tools.ledger import UNKNOWN_OUTCOME
-from sessions.models import ChildTask, Message, Turn
-from sessions.services import session_create, turn_start, workspace_path
+from sessions.models import ChildTask, Message, RunEvent, Turn
+from sessions.services import session_create, turn_start, turn_stop, workspace_path
 from tests.reliability.conftest import wait_for
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True),
@@ -69,6 +69,8 @@ def test_a_batch_of_three_children_runs_concurrently_on_workers(
     earliest_end = min(t.turn.finished_at for t in tasks)
     assert latest_start < earliest_end, [(t.turn.started_at, t.turn.finished_at)
                                          for t in tasks]
+    # Three children ending within moments of each other joined exactly once (row lock).
+    assert RunEvent.objects.filter(session=parent, type="children.finished").count() == 1
     result = Message.objects.get(session=parent, role="tool", tool_name="delegate")
     for goal in goals:
         assert f"SUMMARY[{goal}]" in result.content and f"{goal}-done" in result.content
@@ -103,3 +105,27 @@ def test_sigkill_mid_child_the_child_finishes_on_another_worker(
     result = Message.objects.get(session=parent, role="tool", tool_name="delegate")
     assert "SUMMARY[fragile]" in result.content and "outcome is unknown" in result.content
     print(f"\nRECOVERY sigkill-mid-child: {recovery:.1f} s")
+
+
+def test_stop_on_the_parent_stops_running_children_on_workers(
+        make_user, simulator, service_env, celery_worker_proc):
+    simulator.state.script = delegating(["slow-a", "slow-b"],
+                                        lambda g: f"echo {g} >> started.txt; sleep 30")
+    celery_worker_proc("worker-a", concurrency=3)
+    user = make_user("pat")
+    parent = session_create(user=user)
+    turn = turn_start(session=parent, user=user, text="delegate two slow tasks")
+    started = workspace_path(parent) / "started.txt"
+    wait_for(lambda: started.exists() and len(started.read_text().split()) == 2, timeout=90,
+             what="both children's commands to start")
+    t0 = time.monotonic()
+    assert turn_stop(session=parent)
+    turn.refresh_from_db()
+    assert turn.status == Turn.Status.CANCELLED
+    tasks = list(ChildTask.objects.filter(parent_turn=turn))
+    wait_for(lambda: all(_ended(t.turn) for t in tasks), timeout=30,
+             what="the children to stop")
+    assert time.monotonic() - t0 < 25  # stopped, not run to the end of their 30 s sleep
+    assert all(t.turn.status == Turn.Status.CANCELLED for t in tasks)
+    assert not Message.objects.filter(session=parent, role="tool", tool_name="delegate",
+                                      is_error=False).exists()
