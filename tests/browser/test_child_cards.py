@@ -39,7 +39,8 @@ def test_three_child_cards_update_live_and_link_to_read_only_transcripts(server,
     assert goals == GOALS
     seen = set()
     for _ in range(200):  # watch the statuses change without a reload
-        seen |= set(page.eval_on_selector_all(".child-card", "els => els.map(e => e.dataset.status)"))
+        seen |= set(page.eval_on_selector_all(".child-card",
+                                              "els => els.map(e => e.dataset.status)"))
         if page.locator(".child-card[data-status=completed]").count() == 3:
             break
         page.wait_for_timeout(100)

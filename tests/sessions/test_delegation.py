@@ -9,10 +9,17 @@ import json
 import re
 
 import pytest
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 
+from accounts.models import Team
+from agents.simulator.demo import demo_policy
 from agents.simulator.script import Reply, Script, ScriptRequest, ToolCallSpec
-from agents.tools.delegate import BLOCKED_TOOLS, SUMMARY_FLOOR_TOKENS
+from agents.tools.delegate import BLOCKED_TOOLS, SUMMARY_FLOOR_TOKENS, child_toolset
+from approvals.models import ApprovalRequest
+from approvals.selectors import approval_list_pending
 from sessions.delegation import child_cards, children_cost
+from sessions.leases import lease_acquire, lease_release
 from sessions.models import ChildTask, Message, RunEvent, Session, Turn, UsageRecord
 from sessions.services import session_create, turn_start, turn_stop, workspace_path
 from sessions.tasks import turn_run_task
@@ -72,8 +79,7 @@ def test_batch_of_three_children_results_land_in_the_parent(alice, simulator):
         assert child.parent_id == parent.pk and child.owner_id == alice.pk
         assert child.team_id == parent.team_id and child.lineage_root_id is None
         assert not set(child.tool_names) & BLOCKED_TOOLS
-        assert set(child.tool_names) <= set(parent.__class__.objects.get(pk=parent.pk)
-                                            .tool_names)
+        assert set(child.tool_names) <= set(Session.objects.get(pk=parent.pk).tool_names)
         assert task.turn.origin == "child" and task.turn.status == Turn.Status.QUEUED
         assert "delegate" in Session.objects.get(pk=parent.pk).tool_names
     # The parent stays waiting until the LAST child ends.
@@ -139,9 +145,8 @@ def test_a_child_asking_for_delegate_gets_an_error_result(alice, simulator):
     assert "CHILD SAW" in result.content
 
 
-def test_depth_two_lets_an_orchestrator_child_delegate_once_more(alice, simulator):
-    alice_settings = pytest.importorskip("django.conf").settings
-    alice_settings.HERMES = {**alice_settings.HERMES, "DELEGATION_MAX_DEPTH": 2}
+def test_depth_two_lets_an_orchestrator_child_delegate_once_more(alice, simulator, settings):
+    settings.HERMES = {**settings.HERMES, "DELEGATION_MAX_DEPTH": 2}
     simulator.state.script = Script(delegating_policy(goals=["orchestrate"]))
     parent = session_create(user=alice)
     turn_start(session=parent, user=alice, text="delegate")
@@ -149,7 +154,6 @@ def test_depth_two_lets_an_orchestrator_child_delegate_once_more(alice, simulato
     child = ChildTask.objects.get(parent_session=parent).child
     assert "delegate" in child.tool_names
     # The orchestrator child's own children would be at depth 2: leaves, no delegate.
-    from agents.tools.delegate import child_toolset
     assert "delegate" not in child_toolset(child.tool_names, child_depth=2, max_depth=2)
 
 
@@ -198,9 +202,8 @@ def test_stop_on_the_parent_stops_its_children(alice, simulator):
     assert not Message.objects.filter(session=parent, role="tool").exists()
 
 
-def test_a_child_approval_reaches_the_owner_labelled_with_its_goal(alice, simulator):
-    from approvals.models import ApprovalRequest
-
+def test_a_child_approval_reaches_the_owner_labelled_with_its_goal(alice, simulator,
+                                                                  make_user):
     def child_reply(goal, request: ScriptRequest) -> Reply:
         if request.tool_results:
             return Reply(text="child done: " + request.tool_results[0].result[:50])
@@ -218,6 +221,11 @@ def test_a_child_approval_reaches_the_owner_labelled_with_its_goal(alice, simula
     approval = ApprovalRequest.objects.get(session=task.child)
     assert approval.session.owner_id == alice.pk and approval.session.team_id
     assert "install the tool" in approval.session.title
+    admin = make_user("ada", team="red", role="admin")
+    outsider = make_user("olaf", team="blue", role="admin")
+    assert list(approval_list_pending(user=alice)) == [approval]
+    assert list(approval_list_pending(user=admin)) == [approval]  # the team's admins too
+    assert list(approval_list_pending(user=outsider)) == []
 
 
 def test_child_sessions_are_read_only(alice, simulator):
@@ -226,7 +234,6 @@ def test_child_sessions_are_read_only(alice, simulator):
     turn_start(session=parent, user=alice, text="delegate")
     run(parent.pk)
     child = ChildTask.objects.get(parent_session=parent).child
-    from django.core.exceptions import ValidationError
     with pytest.raises(ValidationError):
         turn_start(session=child, user=alice, text="hello child")
 
@@ -250,8 +257,6 @@ def test_children_work_in_the_parents_workspace(alice, simulator):
 
 
 def test_the_demo_script_delegates_three_tasks_from_plain_words(alice, simulator):
-    from agents.simulator.demo import demo_policy
-
     simulator.state.script = Script(demo_policy)
     parent = session_create(user=alice)
     turn_start(session=parent, user=alice, text="delegate three tasks")
@@ -312,7 +317,6 @@ def test_admin_links_parent_and_children(alice, simulator, make_user, login):
     run(parent.pk)
     child = ChildTask.objects.get(parent_session=parent).child_id
     client = login(make_user("root", staff=True))
-    from django.contrib.auth import get_user_model
     get_user_model().objects.filter(username="root").update(is_superuser=True)
     page = client.get(f"/admin/agent_sessions/session/{parent.pk}/change/").content.decode()
     assert f"/admin/agent_sessions/session/{child}/change/" in page
@@ -321,8 +325,6 @@ def test_admin_links_parent_and_children(alice, simulator, make_user, login):
 
 
 def test_the_delegate_call_goes_through_the_policy_gate(alice, simulator):
-    from accounts.models import Team
-
     Team.objects.filter(name="red").update(deny_rules=["tool:delegate"])
     simulator.state.script = Script(delegating_policy(goals=["one"]))
     parent = session_create(user=alice)
@@ -357,8 +359,6 @@ def test_a_child_of_an_unattended_turn_inherits_its_origin_and_cannot_ask(alice,
 
 
 def test_each_child_leases_independently_of_its_parent(alice, simulator):
-    from sessions.leases import lease_acquire, lease_release
-
     simulator.state.script = Script(delegating_policy(goals=["a", "b"]))
     parent = session_create(user=alice)
     turn_start(session=parent, user=alice, text="delegate")
@@ -376,8 +376,6 @@ def test_each_child_leases_independently_of_its_parent(alice, simulator):
 def test_a_parent_that_died_before_saving_its_children_delegates_again(alice, simulator):
     """The worker died after announcing the delegate call, before the transaction that
     creates the children: nothing was created, so the call runs again (not "unknown")."""
-    from sessions.models import RunEvent
-
     simulator.state.script = Script(delegating_policy(goals=["one"]))
     parent = session_create(user=alice)
     turn_start(session=parent, user=alice, text="delegate")
