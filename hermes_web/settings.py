@@ -309,6 +309,10 @@ HERMES = {
     "CLI_EMBEDDED_WORKER": True,
     # Loop.
     "MAX_ITERATIONS": int(env_str("HERMES_MAX_ITERATIONS", "90")),
+    # Delegation (agents/tools/delegate.py): iteration budget of each child agent, and the
+    # spawn depth (1: children never delegate; 2: an orchestrator child regains delegate).
+    "CHILD_MAX_ITERATIONS": int(env_str("HERMES_CHILD_MAX_ITERATIONS", "50")),
+    "DELEGATION_MAX_DEPTH": int(env_str("HERMES_DELEGATION_MAX_DEPTH", "1")),
     "MAX_OUTPUT_TOKENS": int(env_str("HERMES_MAX_OUTPUT_TOKENS", "4096")),
     "MAX_MESSAGE_CHARS": 100_000,
     # Seconds before the first retry of a retryable provider error (doubling, capped).

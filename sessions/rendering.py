@@ -63,7 +63,8 @@ OUTPUT_PREVIEW_CHARS = 20_000
 APPROVAL_EVENTS = frozenset({"approval.requested", "approval.decided"})
 """Event types whose partial depends on the viewer (rendered with a database read)."""
 STATUS_EVENTS = frozenset({"turn.queued", "turn.started", "turn.finished", "turn.failed",
-                           "turn.cancelled", "turn.awaiting_approval", "budget.exceeded"})
+                           "turn.cancelled", "turn.awaiting_approval", "budget.exceeded",
+                           "turn.awaiting_children"})
 """Event types whose frame carries the turn-status partial."""
 PLAIN_EVENTS = frozenset({"text.delta", "usage", "session.updated", "turn.steered"})
 """Event types the client applies without HTML (event_html returns None for them)."""
@@ -130,6 +131,7 @@ def tool_card(call: dict, result: dict | None = None, *,
     name = call.get("name") or "?"
     lines = output.count("\n") + 1 if output else 0
     return {"long_output": lines > LONG_OUTPUT_LINES, "output_lines": lines,"dom_id": dom_id("tool", call.get("id", "")), "name": name,
+            "call_id": call.get("id", ""),
             "summary": tool_summary(name, arguments, (result or {}).get("tool_meta")),
             "described": name in DESCRIBERS, "arguments": pretty, "status": status,
             "status_label": label, "output": output, "has_arguments": bool(
@@ -169,6 +171,7 @@ def status_item(type: str, payload: dict) -> dict:
     state = {"turn.queued": "queued", "turn.started": "running", "turn.finished": "idle",
              "turn.failed": "failed", "turn.cancelled": "cancelled",
              "turn.awaiting_approval": "awaiting_approval",
+             "turn.awaiting_children": "awaiting_children",
              "budget.exceeded": "budget_blocked"}.get(type, "idle")
     return {"state": state, "reason": payload.get("reason", ""),
             "turn_id": payload.get("turn_id")}
@@ -353,7 +356,8 @@ def transcript_context(*, session: Session, user, request=None) -> dict:
                       if e.seq <= last_seq]
             streaming, index = streaming_text(events)
     state = {None: "idle", "queued": "queued", "running": "running",
-             "awaiting_approval": "awaiting_approval"}[running.status if running else None]
+             "awaiting_approval": "awaiting_approval", "awaiting_children": "awaiting_children",
+             "awaiting_answer": "awaiting_answer"}[running.status if running else None]
     reason = ""
     if running is None and turns and turns[-1].status == Turn.Status.BUDGET_BLOCKED:
         state, reason = "budget_blocked", turns[-1].error  # resumable once the cap is raised

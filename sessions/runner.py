@@ -23,7 +23,8 @@ from django.utils import timezone
 from accounts.budgets import BudgetedTransport
 from agents.budget import IterationBudget
 from agents.cache import CacheSettings
-from agents.errors import ApprovalRequired, LeaseLost, TransportError, TurnCancelled
+from agents.errors import (ApprovalRequired, DelegationRequested, LeaseLost, TransportError,
+                           TurnCancelled)
 from agents.identity import bind_identity
 from agents.loop import Harness, run_turn
 from agents.messages import Message as AgentMessage
@@ -33,19 +34,20 @@ from agents.providers import ProviderProfile, model_output_cap, resolve_profile
 from agents.request import RequestPipeline
 from agents.spend_caps import BudgetExceeded
 from agents.tokens import Calibrator, estimate_text_tokens
+from agents.tools.delegate import DELEGATE_TOOL
 from agents.tools.dispatch import dispatch_tool_calls
 from agents.tools.ledger import split_by_ledger
 from agents.tools.spill import apply_spill
 from agents.transports import get_transport
 from agents.transports.retry import RetryPolicy
-from sessions import toolbox
+from sessions import delegation, toolbox
 from sessions.events import event_append
 from sessions.leases import lease_held_by_other, lease_renew, lease_validate
 from sessions.models import Session, Turn
 from sessions.services import workspace_path
 from sessions.sink import DbSink, ledger_for, started_call_ids
 from sessions.transcript import history_load, message_to_agent
-from sessions.waits import WAITING_STATUSES
+from sessions.waits import WAITING_STATUSES, turn_ended
 
 log = logging.getLogger("hermes.runner")
 
@@ -297,10 +299,14 @@ def turn_execute(*, session: Session, turn: Turn, owner: str) -> str:
                 execute=lambda calls: _execute(ctx, sink, calls),
                 observe=lambda req, resp: _observe(ctx, req, resp),
                 recover=lambda h, exc: _recover(ctx, sink, h, exc))
+            iterations = (delegation.child_iterations(session) if session.parent_id
+                          else settings.HERMES["MAX_ITERATIONS"])
             result = run_turn(history, harness=harness, sink=sink,
-                              budget=IterationBudget(settings.HERMES["MAX_ITERATIONS"]))
+                              budget=IterationBudget(iterations))
         except ApprovalRequired as exc:
             return _await_approval(ctx, sink, exc)
+        except DelegationRequested as exc:
+            return _await_children(ctx, sink, exc)
         except TurnCancelled:
             return _finish(ctx, sink, Turn.Status.CANCELLED, "turn.cancelled", {})
         except BudgetExceeded as exc:  # everything done so far is stored; resumable
@@ -488,8 +494,14 @@ def _execute(ctx: TurnContext, sink: DbSink, calls: list[ToolCall]):
     dispatch the rest; each call is announced when it starts and ledgered when it ends."""
     from approvals.services import gate_state
 
+    # A delegate call's only effect is the transaction that creates its children and saves
+    # the turn awaiting them; the turn runs again only after its result is ledgered. So a
+    # delegate call announced with no ledgered result never took effect: run it again
+    # (children_spawn is idempotent per call id) instead of "outcome unknown".
+    started = started_call_ids(session=ctx.session) - {
+        c.id for c in calls if c.name == DELEGATE_TOOL}
     split = split_by_ledger(calls, ledger=ledger_for(session=ctx.session, calls=calls),
-                            started=started_call_ids(session=ctx.session))
+                            started=started)
     tool_ctx = toolbox.tool_context(ctx, should_stop=sink.should_stop)
     order = {id(call): index for index, call in enumerate(calls)}
     ranked = list(split.answered.items())
@@ -497,12 +509,25 @@ def _execute(ctx: TurnContext, sink: DbSink, calls: list[ToolCall]):
     fresh = [calls[i] for i in split.to_run]
     if fresh:
         state = gate_state(session=ctx.session, turn=ctx.turn)
-        outcome = dispatch_tool_calls(
-            fresh, registry=toolbox.registry_for(ctx.session), ctx=tool_ctx,
-            gate=toolbox.policy_gate(ctx, state), should_stop=sink.should_stop,
-            on_call=sink.tool_called,
-            on_result=lambda call, out: sink.tool_finished(call, out.text, out.is_error),
-            should_steer=sink.steer_pending)
+        announced: list[ToolCall] = []
+
+        def on_call(call: ToolCall) -> None:
+            announced.append(call)
+            sink.tool_called(call)
+
+        try:
+            outcome = dispatch_tool_calls(
+                fresh, registry=toolbox.registry_for(ctx.session), ctx=tool_ctx,
+                gate=toolbox.policy_gate(ctx, state), should_stop=sink.should_stop,
+                on_call=on_call,
+                on_result=lambda call, out: sink.tool_finished(call, out.text, out.is_error),
+                should_steer=sink.steer_pending)
+        except DelegationRequested as exc:
+            # The delegate call runs alone in its segment (no path scope, not read-only),
+            # so it is the call announced last. Earlier calls' results are in the ledger and
+            # answer them on resume.
+            exc.call = announced[-1]
+            raise
         by_id = {c.id: order[id(c)] for c in reversed(fresh)}
         ranked += [(by_id.get(r.tool_call_id, len(calls)), r) for r in outcome.results]
         pending = list(outcome.pending)
@@ -606,6 +631,28 @@ def _await_approval(ctx: TurnContext, sink: DbSink, exc: ApprovalRequired) -> st
     return Turn.Status.AWAITING_APPROVAL
 
 
+def _await_children(ctx: TurnContext, sink: DbSink, exc: DelegationRequested) -> str:
+    """Create the delegate call's children and save the turn as awaiting them, in one
+    transaction (nothing half-written: no child without a waiting parent, no waiting parent
+    without children); the worker then returns. The last child to end ledgers the call's
+    result and resumes this turn (sessions/delegation.py)."""
+    sink.flush()
+    with transaction.atomic():
+        lease_validate(session=ctx.session, owner=ctx.owner)
+        stopped = Session.objects.filter(pk=ctx.session.pk, stop_requested=True).exists()
+        if not stopped:
+            rows = delegation.children_spawn(parent_session=ctx.session, parent_turn=ctx.turn,
+                                             call=exc.call, request=exc.request)
+            Turn.objects.filter(pk=ctx.turn.pk).update(status=Turn.Status.AWAITING_CHILDREN)
+            event_append(session_id=ctx.session.pk, type="turn.awaiting_children", payload={
+                "turn_id": ctx.turn.pk, "call_id": exc.call.id,
+                "children": [{"child_id": r.child_id, "index": r.index, "goal": r.goal[:300]}
+                             for r in rows]})
+    if stopped:
+        return _finish(ctx, sink, Turn.Status.CANCELLED, "turn.cancelled", {})
+    return Turn.Status.AWAITING_CHILDREN
+
+
 def _finish(ctx: TurnContext, sink: DbSink, status: str, event: str, payload: dict,
             error: str = "") -> str:
     """Record how the turn ended (its own transaction; the lease is not required so a
@@ -626,6 +673,7 @@ def _finish(ctx: TurnContext, sink: DbSink, status: str, event: str, payload: di
         Session.objects.filter(pk=ctx.session.pk).update(stop_requested=False)
         event_append(session_id=ctx.session.pk, type=event,
                      payload={"turn_id": ctx.turn.pk, "usage": sink.usage_total, **payload})
+        turn_ended(ctx.turn.pk)  # a child's end may resume its parent (same transaction)
     return status
 
 

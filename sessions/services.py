@@ -19,7 +19,7 @@ from accounts.models import Membership
 from sessions.events import event_append
 from sessions.models import Message, Session, Turn
 from sessions.steer import STEER, turn_running
-from sessions.waits import WAITING_STATUSES, waits_cancel
+from sessions.waits import WAITING_STATUSES, turn_ended, waits_cancel
 
 DEFAULT_TITLE = "New session"
 WELCOME_README = """# Welcome to your Hermes workspace
@@ -31,8 +31,17 @@ file, to search, or to run a command.
 
 
 def workspace_path(session: Session) -> Path:
-    """The session's workspace directory (created on demand)."""
-    path = Path(settings.HERMES["WORKSPACE_ROOT"]) / str(session.pk)
+    """The session's workspace directory (created on demand). A child agent's session
+    (``parent`` set) works in its top ancestor's workspace: it does part of that session's
+    task on that session's files, and the parent can check what a child claims it wrote
+    (issue 12: children use the same confined workspace and policy)."""
+    pk, parent_id = session.pk, session.parent_id
+    for _ in range(16):  # delegation depth is bounded far below this
+        if parent_id is None:
+            break
+        pk = parent_id
+        parent_id = Session.objects.filter(pk=pk).values_list("parent_id", flat=True).first()
+    path = Path(settings.HERMES["WORKSPACE_ROOT"]) / str(pk)
     path.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -120,6 +129,9 @@ def turn_start(*, session: Session, user, text: str) -> Turn:
     check_message_text(text)
     if session.owner_id != user.pk:
         raise ValidationError("Only the session's owner can send messages.")
+    if session.parent_id is not None:
+        raise ValidationError("A child agent's session is read-only: it works only on the "
+                              "task its parent delegated.")
     with transaction.atomic():
         turn = Turn.objects.create(session=session, input_text=text, kind=turn_kind(text))
         updates = {"last_activity_at": timezone.now()}
@@ -203,6 +215,7 @@ def turn_stop(*, session: Session) -> bool:
                 Turn.objects.filter(pk=turn.pk, status=turn.status).update(
                     status=Turn.Status.CANCELLED, finished_at=now,
                     error=f"stopped by the user while {what}")
+                turn_ended(turn.pk)  # a stopped child still reports to its parent
                 event_append(session_id=session.pk, type="turn.cancelled", payload={
                     "turn_id": turn.pk,
                     "reason": f"Stopped while {what}; nothing pending was run."})

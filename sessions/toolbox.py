@@ -23,11 +23,13 @@ from agents.messages import Message as AgentMessage
 from agents.messages import ToolCall
 from agents.policy import Decision, PolicyContext, bypass_frozen, decide
 from agents.tools import ToolContext
+from agents.tools.delegate import DelegateTool
 from agents.tools.registry import ToolRegistry, default_registry
 from agents.tools.skills import (SkillsListTool, SkillViewTool, build_skill_invocation,
                                  load_skills, parse_skill_command, skill_dirs, skill_scaffold,
                                  skills_index)
 from approvals.models import AuditEntry
+from sessions.delegation import delegation_context
 from sessions.models import Session, Turn
 
 
@@ -39,6 +41,7 @@ def _full_registry() -> ToolRegistry:
     from agents.tools.recall import SessionSearchTool
 
     registry.register(SessionSearchTool())
+    registry.register(DelegateTool())
     return registry
 
 
@@ -145,14 +148,19 @@ def tool_context(ctx, *, should_stop=None) -> ToolContext:
             "should_stop": should_stop,
             "session_search": lambda query: session_search_for_tool(session=session,
                                                                     query=query),
+            "delegation": delegation_context(ctx),
         }))
 
 
 def policy_context_for(*, user, session: Session | None, state=None,
-                       workspace: Path | None = None) -> PolicyContext:
+                       workspace: Path | None = None, unattended: bool = False
+                       ) -> PolicyContext:
     """The PolicyContext for ``user`` acting in ``session`` (None: a check outside any
     session, as the `hermes policy` CLI does), fed the approval state of the current turn
-    when given. The one place a PolicyContext is built."""
+    when given. ``unattended``: the turn has no human to ask (Turn.unattended: a schedule,
+    a webhook, or a child of such a turn); a child of a person's turn asks its owner like
+    any turn (issue 12: a child's approvals reach the same owner and team admins). The one
+    place a PolicyContext is built."""
     isolated = backend_kind() == "sandbox"
     team_deny: tuple[str, ...] = ()
     admin_only: tuple[str, ...] = ()
@@ -171,7 +179,7 @@ def policy_context_for(*, user, session: Session | None, state=None,
                            if state is not None else {}),
         denied_call_ids=dict(state.denied_call_ids) if state is not None else {},
         bypass=bypass_frozen() or bool(state is not None and state.bypass),
-        unattended=session is not None and session.parent_id is not None,
+        unattended=unattended,
         app_config_paths=tuple(str(p) for p in app_config_paths()),
         private_paths=tuple(str(p) for p in private_paths()),
         admin_only_risk_classes=admin_only)
@@ -180,7 +188,7 @@ def policy_context_for(*, user, session: Session | None, state=None,
 def policy_gate(ctx, state):
     """gate(call) -> Decision: the one policy function, fed this turn's approval state."""
     policy_ctx = policy_context_for(user=ctx.session.owner, session=ctx.session, state=state,
-                                    workspace=ctx.workspace)
+                                    workspace=ctx.workspace, unattended=ctx.turn.unattended)
 
     def gate(call: ToolCall) -> Decision:
         # Rules are per tool: an "always" grant for one tool never covers another.

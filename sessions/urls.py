@@ -16,6 +16,8 @@ urlpatterns = [
          name="session_archive"),
     path("sessions/<int:session_id>/rewind/", views.session_rewind_view, name="session_rewind"),
     path("sessions/<int:session_id>/events/", views.event_list_view, name="event_list"),
+    path("sessions/<int:session_id>/children.json", views.session_children_view,
+         name="session_children"),
     path("sessions/<int:session_id>/export.json", views.session_export_view,
          name="session_export"),
     path("search/", views.search_view, name="search"),

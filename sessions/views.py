@@ -19,6 +19,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import reswap, retarget
 
 from accounts.spend import session_costs, sessions_with_cost, usage_export
+from sessions.delegation import child_cards, children_cost
 from sessions.events import event_to_dict
 from sessions.forms import MessageForm, RenameForm, SearchForm
 from sessions.models import Session
@@ -68,10 +69,26 @@ def session_detail_view(request: HttpRequest, session_id: int) -> HttpResponse:
     socket resumes from (sessions/rendering.py transcript_context)."""
     session = session_get(user=request.user, session_id=session_id)
     context = {"session": session, "form": MessageForm(),
-               "can_write": session.owner_id == request.user.pk,
+               # A child agent's session is read-only: it works only on its delegated task.
+               "can_write": session.owner_id == request.user.pk and session.parent_id is None,
                "session_cost": session_costs([session.pk]).get(session.pk),
+               "children_cost": children_cost(session),
                **transcript_context(session=session, user=request.user, request=request)}
     return render(request, "sessions/detail.html", context)
+
+
+@login_required
+@require_GET
+def session_children_view(request: HttpRequest, session_id: int) -> JsonResponse:
+    """The child cards' data (sessions/delegation.py child_cards), optionally of one
+    delegate call (``?call=<id>``), and the children's total spend:
+    {"children": [card...], "total": {"cost_usd", "unknown", "tokens", "children"}}.
+    Polled by static/child_cards.js while a child runs."""
+    session = session_get(user=request.user, session_id=session_id)
+    total = children_cost(session)
+    return JsonResponse({
+        "children": child_cards(session=session, call_id=request.GET.get("call") or None),
+        "total": {**total, "cost_usd": str(total["cost_usd"])}})
 
 
 @login_required

@@ -55,6 +55,7 @@ EXPECTED: dict[str, Expect] = {
     "session_detail": Expect(method="GET", owner=200, other=404, admin=200),
     "event_list": Expect(method="GET", owner=200, other=404, admin=200),
     "session_export": Expect(method="GET", owner=200, other=404, admin=200),
+    "session_children": Expect(method="GET", owner=200, other=404, admin=200),
     "message_send": Expect(method="POST", owner=302, other=404, admin=404,
                            data={"text": "hello"}),
     "message_steer": Expect(method="POST", owner=302, other=404, admin=404,
