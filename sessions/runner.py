@@ -62,7 +62,8 @@ def profile_named(name: str, model: str | None) -> ProviderProfile:
     hermes = settings.HERMES
     base_url = None
     if name.startswith("simulator"):
-        base_url = hermes["SIMULATOR_URL"] + ("/v1" if name.endswith("openai") else "")
+        openai_wire = resolve_profile(name).transport == "openai_chat"
+        base_url = hermes["SIMULATOR_URL"] + ("/v1" if openai_wire else "")
     else:
         profile = resolve_profile(name)
         key = "anthropic" if profile.transport == "anthropic_messages" else "openai"
