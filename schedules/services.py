@@ -190,8 +190,9 @@ def schedule_fire(*, schedule_id: int, trigger: str = "beat") -> ScheduleRun | N
     task is enqueued on commit.
     """
     with transaction.atomic():
-        schedule = (Schedule.objects.select_for_update().select_related("owner", "session",
-                                                                         "periodic_task")
+        # of=self: PostgreSQL refuses FOR UPDATE on the nullable side of the outer joins.
+        schedule = (Schedule.objects.select_for_update(of=("self",))
+                    .select_related("owner", "session", "periodic_task")
                     .filter(pk=schedule_id).first())
         if schedule is None or (trigger == "beat" and not schedule.enabled):
             return None
