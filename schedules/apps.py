@@ -10,7 +10,8 @@ class SchedulesConfig(AppConfig):
     def ready(self) -> None:
         # sessions/ builds a scheduled turn's user message through this hook, never by
         # importing schedules/ (arrows point down).
-        from schedules.services import schedule_turn_input
-        from sessions.inputs import input_builder_register
+        from schedules.services import schedule_session_label, schedule_turn_input
+        from sessions.inputs import input_builder_register, prompt_labeler_register
 
         input_builder_register("schedule", schedule_turn_input)
+        prompt_labeler_register(schedule_session_label)

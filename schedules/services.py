@@ -242,6 +242,16 @@ def schedule_turn_input(turn: Turn) -> AgentMessage | None:
                         stable_prefix_len=run.stable_chars)
 
 
+def schedule_session_label(session: Session) -> str | None:
+    """The system prompt's session label for a session a schedule created for one run
+    (sessions/inputs.py hook): the same for every run of that schedule, so the prompt and
+    the registered scaffold after it are cache reads from the second run on. None for any
+    other session (which keeps its id)."""
+    run = (ScheduleRun.objects.filter(session=session, schedule__target=Schedule.Target.NEW)
+           .values_list("schedule_id", flat=True).first())
+    return f"a run of schedule {run} (a new session per run)" if run else None
+
+
 def run_cost(run: ScheduleRun) -> Decimal | None:
     """USD spent by the run's turn (None: no turn or an unknown-cost call among them)."""
     if run.turn_id is None:

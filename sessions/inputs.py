@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from agents.messages import Message as AgentMessage
-from sessions.models import Turn
+from sessions.models import Session, Turn
 
 InputBuilder = Callable[[Turn], "AgentMessage | None"]
 _BUILDERS: dict[str, InputBuilder] = {}
@@ -34,3 +34,27 @@ def turn_input_built(turn: Turn) -> AgentMessage | None:
     the builder found nothing)."""
     builder = _BUILDERS.get(turn.origin)
     return builder(turn) if builder is not None else None
+
+
+PromptLabeler = Callable[[Session], "str | None"]
+_LABELERS: list[PromptLabeler] = []
+
+
+def prompt_labeler_register(labeler: PromptLabeler) -> None:
+    """Register how a machine-made session names itself in its system prompt's volatile
+    tier. labeler(session) -> the label, or None when the session is not its kind."""
+    if labeler not in _LABELERS:
+        _LABELERS.append(labeler)
+
+
+def prompt_session_label(session: Session) -> str:
+    """The "Session: <label>" of ``session``'s system prompt: a registered labeler's answer,
+    else the session id. A schedule's runs into new sessions share one label, so every run's
+    system prompt is byte-identical and the prompt, and the registered scaffold after it,
+    are read from cache across runs (benchmarks/bench_schedule_cache.py) instead of being
+    written once per run because one id differed."""
+    for labeler in _LABELERS:
+        label = labeler(session)
+        if label:
+            return label
+    return str(session.pk)

@@ -232,3 +232,27 @@ def test_embedded_beat_fires_a_schedule_into_an_existing_session(alice, worker, 
         beat.stop()
     assert run.trigger == "beat" and run.session_id == session.pk
     assert Message.objects.filter(session=session, role="assistant").exists()
+
+
+def test_new_session_runs_share_one_prompt_so_the_scaffold_is_read_from_cache(alice, simulator):
+    """The registered prefix pays off: the second run's request reads system prompt AND
+    scaffold from the simulator's cache; only the tail (and the reply) is uncached."""
+    from agents.simulator.script import Reply, Script
+
+    simulator.state.script = Script(lambda request: Reply(text="done"))
+    prompt = "\n".join(f"Step {i}: check report {i} and note changes." for i in range(200))
+    schedule = schedule_create(user=alice, name="brief", prompt=prompt, kind="cron",
+                               cron_expression="0 * * * *", target="new")
+    usages = []
+    for _ in range(2):
+        before = len(simulator.state.requests)
+        run = schedule_fire(schedule_id=schedule.pk)
+        turn_run_task.apply(args=[run.session_id])
+        usages.append(simulator.state.requests[before].usage)
+    first, second = ScheduleRun.objects.order_by("number")
+    assert first.session_id != second.session_id
+    assert first.session.system_prompt == Session.objects.get(pk=second.session_id).system_prompt
+    assert "a run of schedule" in first.session.system_prompt
+    assert usages[0]["cache_read_input_tokens"] < usages[1]["cache_read_input_tokens"]
+    assert usages[1]["cache_creation_input_tokens"] == 0
+    assert usages[1]["input_tokens"] < 40  # the one-line tail
