@@ -27,8 +27,11 @@ _lock = threading.Lock()
 _handles: dict = {}
 
 
-def start_if_configured() -> None:
-    """Start the simulator and the worker once per process when the settings ask for it."""
+def start_if_configured(*, with_beat: bool = False) -> None:
+    """Start the simulator and the worker once per process when the settings ask for it;
+    ``with_beat`` also starts Celery beat (only the served application asks: a `hermes chat`
+    CLI process beside `make run` must not be a second beat, or every schedule would fire
+    twice)."""
     with _lock:
         if _started.is_set():
             return
@@ -37,7 +40,7 @@ def start_if_configured() -> None:
         if settings.CELERY_BROKER_URL.startswith("memory://") and not settings.CELERY_TASK_ALWAYS_EAGER:
             start_worker()
             start_expiry_sweep()
-            if settings.EMBEDDED_BEAT:
+            if with_beat and settings.EMBEDDED_BEAT:
                 start_beat()
         _started.set()
 
@@ -168,6 +171,6 @@ def __getattr__(name: str):
     if name == "application":
         from hermes_web.asgi import application as asgi_application
 
-        start_if_configured()
+        start_if_configured(with_beat=True)
         return asgi_application
     raise AttributeError(name)
