@@ -262,9 +262,10 @@ def run_cost(run: ScheduleRun) -> Decimal | None:
     return records.aggregate(total=Sum("cost_usd"))["total"] or Decimal("0")
 
 
-def run_status(run: ScheduleRun) -> tuple[str, str]:
-    """(status, detail) to show: the turn's status and error once a turn exists, else the
-    run's own (failed to start, skipped) and its reason."""
+def run_status(run: ScheduleRun) -> tuple[str, str, str]:
+    """(status code, its label, detail) to show: the turn's status and error once a turn
+    exists, else the run's own (failed to start, skipped) and its reason."""
     if run.turn_id is not None and run.turn is not None:
-        return run.turn.status, run.turn.error
-    return run.status, run.error
+        status = run.turn.status
+        return status, Turn.Status(status).label, run.turn.error
+    return run.status, ScheduleRun.Status(run.status).label, run.error

@@ -91,8 +91,9 @@ def schedule_detail_view(request: HttpRequest, schedule_id: int) -> HttpResponse
         timing, timing_error = None, str(exc)
     runs = []
     for run in schedule_runs(schedule=schedule):
-        status, detail = run_status(run)
-        runs.append({"run": run, "status": status, "detail": detail, "cost": run_cost(run)})
+        status, label, detail = run_status(run)
+        runs.append({"run": run, "status": status, "label": label, "detail": detail,
+                     "cost": run_cost(run)})
     return render(request, "schedules/detail.html", {
         "schedule": schedule, "timing": timing, "timing_error": timing_error, "runs": runs})
 

@@ -133,7 +133,7 @@ def test_run_now_appends_to_the_same_conversation_with_a_registered_scaffold(ali
     assert blocks[1]["text"] == second.sent_content[second.stable_prefix_chars:]
     assert blocks[0].get("cache_control") and "cache_control" not in blocks[1]
     page = client.get(f"/schedules/{schedule.pk}/").content.decode()
-    assert page.count("completed") >= 2 and f"#msg-{second.pk}" in page
+    assert page.count('class="run-completed"') == 2 and f"#msg-{second.pk}" in page
     assert UsageRecord.objects.filter(turn=runs[1].turn).exists()
 
 
@@ -175,7 +175,7 @@ def test_a_run_whose_session_is_gone_fails_visibly_and_pauses(alice, login):
     assert run.status == ScheduleRun.Status.FAILED and run.turn_id is None
     assert not schedule.enabled and "deleted" in schedule.paused_reason
     page = login(alice).get(f"/schedules/{schedule.pk}/").content.decode()
-    assert "failed" in page and "no longer exists" in page
+    assert "Failed to start" in page and "no longer exists" in page
     assert schedule_fire(schedule_id=schedule.pk) is None  # paused: beat's firing is a no-op
 
 
@@ -192,7 +192,7 @@ def test_new_session_per_run_and_a_failed_turn_shows_in_the_history(alice, login
     run.turn.refresh_from_db()
     assert run.turn.status == Turn.Status.FAILED
     page = login(alice).get(f"/schedules/{schedule.pk}/").content.decode()
-    assert "failed" in page and run.turn.error[:30] in page
+    assert 'class="run-failed"' in page and run.turn.error[:30] in page
 
 
 def test_a_run_is_skipped_while_the_previous_one_has_not_started(alice):
@@ -256,3 +256,32 @@ def test_new_session_runs_share_one_prompt_so_the_scaffold_is_read_from_cache(al
     assert usages[0]["cache_read_input_tokens"] < usages[1]["cache_read_input_tokens"]
     assert usages[1]["cache_creation_input_tokens"] == 0
     assert usages[1]["input_tokens"] < 40  # the one-line tail
+
+
+def test_budgets_apply_to_scheduled_runs_and_the_stop_shows_in_the_history(make_user,
+                                                                           hermes_settings,
+                                                                           login):
+    from decimal import Decimal
+
+    from accounts.models import Team
+    from accounts.services import budget_set
+
+    hermes_settings.HERMES = {**hermes_settings.HERMES, "RETRY_BASE_DELAY": 0.01,
+                              "BACKEND": "local"}
+    boss = make_user("boss", team="acme", role="admin")
+    mia = make_user("mia", team="acme")
+    team = Team.objects.get(name="acme")
+    budget_set(actor=boss, scope="team", team=team, period="day", limit="0.05")
+    UsageRecord.objects.create(session=session_create(user=boss), user=boss, team=team,
+                               provider="simulator", model="hermes-simulator",
+                               cost_usd=Decimal("0.0499"))
+    session = session_create(user=mia)
+    schedule = schedule_create(user=mia, name="nightly", prompt="list the files and read "
+                               "README.md", kind="cron", cron_expression="0 2 * * *",
+                               target="session", session=session)
+    run = schedule_fire(schedule_id=schedule.pk)
+    turn_run_task.apply(args=[session.pk])
+    run.turn.refresh_from_db()
+    assert run.turn.status == Turn.Status.BUDGET_BLOCKED
+    page = login(mia).get(f"/schedules/{schedule.pk}/").content.decode()
+    assert 'class="run-budget_blocked"' in page and "Stopped by a budget" in page
