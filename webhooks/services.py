@@ -88,7 +88,8 @@ def webhook_delete(*, webhook: Webhook) -> None:
 
 def _window_count(key: str, window: int) -> int:
     """Increment and return a fixed-window counter in the cache (Redis in services mode,
-    so every process shares it)."""
+    so every process shares it). Keyed by the webhook's random token, never its row id, so a
+    recreated database can never inherit another webhook's count."""
     slot = f"{key}:{int(timezone.now().timestamp()) // window}"
     cache.add(slot, 0, timeout=window * 2)
     try:
@@ -101,7 +102,7 @@ def _window_count(key: str, window: int) -> int:
 def _refuse(hook: Webhook, status: int, reason: str, *, delivery_id: str, size: int,
             outcome: str = WebhookDelivery.Outcome.REJECTED) -> Reception:
     conf = settings.WEBHOOKS
-    if _window_count(f"webhook-rejects:{hook.pk}", conf["RATE_WINDOW_SECONDS"]) <= \
+    if _window_count(f"webhook-rejects:{hook.token}", conf["RATE_WINDOW_SECONDS"]) <= \
             conf["REJECT_LOG_LIMIT"]:
         WebhookDelivery.objects.create(webhook=hook, delivery_id=delivery_id[:100],
                                        outcome=outcome, status_code=status,
@@ -141,7 +142,7 @@ def webhook_receive(*, token: str, headers, body: bytes, now: float | None = Non
     if WebhookDelivery.objects.filter(webhook=hook, delivery_id=delivery_id,
                                       outcome=WebhookDelivery.Outcome.ACCEPTED).exists():
         return _duplicate(hook, delivery_id, size)
-    if _window_count(f"webhook-rate:{hook.pk}", conf["RATE_WINDOW_SECONDS"]) > \
+    if _window_count(f"webhook-rate:{hook.token}", conf["RATE_WINDOW_SECONDS"]) > \
             conf["RATE_LIMIT"]:
         return _refuse(hook, 429, f"more than {conf['RATE_LIMIT']} deliveries in "
                                   f"{conf['RATE_WINDOW_SECONDS']} s", delivery_id=delivery_id,

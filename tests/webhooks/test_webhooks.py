@@ -11,7 +11,6 @@ import json
 import time
 
 import pytest
-from django.core.cache import cache
 from django.test import Client
 from hypothesis import given
 from hypothesis import strategies as st
@@ -30,7 +29,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def alice(make_user, hermes_settings):
     hermes_settings.HERMES = {**hermes_settings.HERMES, "RETRY_BASE_DELAY": 0.01,
                               "BACKEND": "local"}
-    cache.clear()
     return make_user("alice")
 
 
@@ -187,3 +185,13 @@ def test_any_changed_signature_digit_is_refused(secret, body, flip):
     bad = "sha256=" + "".join(digits)
     assert not verify(secret=secret, timestamp=ts, signature=bad, delivery_id="d", body=body,
                       now=1700000000).ok
+
+
+@given(skew=st.integers(min_value=-10_000, max_value=10_000))
+def test_the_replay_window_is_five_minutes_either_side(skew):
+    ts, body = "1700000000", b"{}"
+    verdict = verify(secret="s", timestamp=ts, signature=sign("s", ts, body), delivery_id="d",
+                     body=body, now=1700000000 + skew)
+    assert verdict.ok is (abs(skew) <= 300)
+    if not verdict.ok:
+        assert (verdict.status, "replay window" in verdict.reason) == (401, True)
