@@ -3,7 +3,7 @@
 The whole app path: a schedule created through schedules/services.py, each run fired with
 ``schedule_fire`` (as beat's task does), the turn run by the real runner (eager Celery)
 against the provider simulator over HTTP, whose byte-exact prompt cache bills every request.
-Two variants of the same 20 runs, each on a fresh database and an empty simulator cache:
+Two variants of the same 20 runs, each with an empty simulator cache and its own user:
 
 - registered: the scheduled prompt's scaffold is registered and its length stored
   (``stable_prefix_len``), so the transport sends [scaffold, tail] and the planner marks the
@@ -11,8 +11,13 @@ Two variants of the same 20 runs, each on a fresh database and an empty simulato
 - unregistered: the identical text with no stored length and an empty registry, so the
   message is one block (what happens when no builder declares its prefix).
 
-Each variant runs in both targets: a new session per run (the scaffold sits right after the
-system prompt every time) and one existing session (the runs append to one conversation).
+Each variant runs in three settings: a new session per run (the scaffold sits right after
+the system prompt every time; a schedule's run sessions share one prompt label,
+sessions/inputs.py); the same but with each session's id in its prompt (how every session
+was named before: the "before" row, where nothing after the prompt can be read across
+runs); and one existing session (the runs append to one conversation: each run's scaffold
+sits at a new position after the previous run, so it is written once whatever the split,
+and the history before it is read through the rolling breakpoints).
 The simulator's clock advances 60 s between runs (a schedule every minute, inside the 5-minute
 TTL). Figures per run come from the simulator's recorded usage: "uncached" = input tokens +
 cache-write tokens (everything not served from cache), averaged over runs 2-20 (run 1 is
