@@ -180,7 +180,8 @@ def _gate(call_id: str, ctx: PolicyContext, rule: str, risk: str, reason: str,
 def _ask_or_deny(ctx: PolicyContext, rule: str, risk: str, reason: str, normalized: str,
                  classes: tuple[str, ...] = ()) -> Decision:
     if ctx.unattended:
-        return _d("deny", "unattended", f"no human can approve this here: {reason}", risk,
+        return _d("deny", "unattended",
+                  f"no human is present to approve this (unattended run): {reason}", risk,
                   normalized, classes)
     return _d("ask", rule, reason, risk, normalized, classes)
 

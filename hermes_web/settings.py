@@ -94,6 +94,9 @@ INSTALLED_APPS = [
     "accounts",
     "sessions.apps.SessionsConfig",
     "approvals",
+    "django_celery_beat",
+    "schedules",
+    "webhooks",
 ]
 
 MIDDLEWARE = [
@@ -190,7 +193,30 @@ CELERY_BEAT_SCHEDULE = {
     "approvals-expire": {"task": "approvals.expire_task", "schedule": 15.0},
     "turns-recover": {"task": "sessions.turn_recover_task", "schedule": 60.0},
 }
+# Schedules live in the database (schedules/ writes django-celery-beat rows); the same
+# scheduler runs in `celery beat` (services) and in a beat thread of the web process
+# (embedded, hermes_web/embedded.py).
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+DJANGO_CELERY_BEAT_TZ_AWARE = True
 EMBEDDED_WORKER_THREADS = int(env_str("HERMES_WORKER_THREADS", "4"))
+EMBEDDED_BEAT = env_bool("HERMES_EMBEDDED_BEAT", True)
+
+# --- Cache (webhook rate limits: shared by every process in services mode) --------------
+if REDIS_URL:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
+                          "LOCATION": REDIS_URL, "KEY_PREFIX": "hermes"}}
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+# --- Inbound webhooks (webhooks/) ---------------------------------------------------------
+WEBHOOKS = {
+    "MAX_BODY_BYTES": int(env_str("HERMES_WEBHOOK_MAX_BYTES", "65536")),
+    "REPLAY_WINDOW_SECONDS": 300,
+    # accepted deliveries per webhook per window; and rejected ones logged per window
+    "RATE_LIMIT": int(env_str("HERMES_WEBHOOK_RATE_LIMIT", "30")),
+    "RATE_WINDOW_SECONDS": 60,
+    "REJECT_LOG_LIMIT": 30,
+}
 
 # --- Auth -------------------------------------------------------------------------------
 LOGIN_URL = "login"

@@ -42,6 +42,7 @@ from agents.transports import get_transport
 from agents.transports.retry import RetryPolicy
 from sessions import delegation, toolbox
 from sessions.events import event_append
+from sessions.inputs import prompt_session_label
 from sessions.leases import lease_held_by_other, lease_renew, lease_validate
 from sessions.models import Session, Turn
 from sessions.services import workspace_path
@@ -222,7 +223,8 @@ class TurnContext:
             home=self.home, tool_names=names, model=session.model, provider=session.provider,
             workspace=self.workspace, caller_context="",
             skills_index=toolbox.skills_index_for(session, self.workspace), memory="",
-            user_profile="", session_id=str(session.pk), started_at=session.started_at.date())
+            user_profile="", session_id=prompt_session_label(session),
+            started_at=session.started_at.date())
         Session.objects.filter(pk=session.pk).update(tool_names=names, system_prompt=prompt.text)
         session.tool_names, session.system_prompt = names, prompt.text
 

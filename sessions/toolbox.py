@@ -30,6 +30,7 @@ from agents.tools.skills import (SkillsListTool, SkillViewTool, build_skill_invo
                                  skills_index)
 from approvals.models import AuditEntry
 from sessions.delegation import delegation_context
+from sessions.inputs import turn_input_built
 from sessions.models import Session, Turn
 
 
@@ -193,7 +194,9 @@ def policy_gate(ctx, state):
     def gate(call: ToolCall) -> Decision:
         # Rules are per tool: an "always" grant for one tool never covers another.
         call_ctx = replace(policy_ctx, always_rules=state.patterns_for(call.name),
-                           session_rules=state.patterns_for(call.name, scope="session"))
+                           session_rules=state.patterns_for(call.name, scope="session"),
+                           # a schedule or webhook turn: no human can answer an "ask"
+                           unattended=policy_ctx.unattended or ctx.turn.unattended)
         if current_identity() is None:
             # Called where the acting identity did not travel (a bare thread): the ids read
             # from the row must not stand in for it; decide() denies without identity.
@@ -263,6 +266,9 @@ def user_message_for(session: Session, turn: Turn, workspace: Path) -> AgentMess
     """The user message a queued turn becomes. ``/skill-name args`` expands to the skill's
     scaffold plus the arguments (the builder registers the scaffold as a stable prefix), kept
     as sent_content so replay is byte-exact while the chat shows what the user typed."""
+    built = turn_input_built(turn)
+    if built is not None:
+        return built
     text = turn.input_text
     if turn.kind == "skill":
         parsed = parse_skill_command(text, skills_for(workspace))
