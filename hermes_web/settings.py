@@ -138,7 +138,14 @@ TEMPLATES = [
 
 # --- Database ---------------------------------------------------------------------------
 if DATABASE_URL:
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
+    # Persistent connections, health-checked before reuse: daphne runs every socket's
+    # database work on ONE thread, and with a new connection per call (conn_max_age=0)
+    # half of that thread's time went to connecting; 100 sockets reconnecting at once then
+    # overran daphne's handshake timeout (docs/reliability.md). A connection the server
+    # dropped (restart, pg_terminate_backend) fails the health check and is replaced.
+    DATABASES = {"default": dj_database_url.parse(
+        DATABASE_URL, conn_max_age=int(env_str("HERMES_DB_CONN_MAX_AGE", "60")),
+        conn_health_checks=True)}
 else:
     DATABASES = {
         "default": {
