@@ -320,6 +320,9 @@ HERMES = {
     "MAX_MESSAGE_CHARS": 100_000,
     # Seconds before the first retry of a retryable provider error (doubling, capped).
     "RETRY_BASE_DELAY": float(env_str("HERMES_RETRY_BASE_DELAY", "1.0")),
+    # Seconds a turn waits in all for a provider that keeps answering "rate limited" or
+    # "overloaded" once no fallback is left (agents/transports/patience.py); 0 = fail at once.
+    "THROTTLE_PATIENCE": float(env_str("HERMES_THROTTLE_PATIENCE", "300")),
     # Prompt cache (agents/cache.py): "5m" or "1h".
     "CACHE_TTL": env_str("HERMES_CACHE_TTL", "5m"),
     # TTL of the two system-prompt breakpoints; empty = CACHE_TTL (issue 3: 5m by default,
