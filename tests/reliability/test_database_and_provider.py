@@ -73,6 +73,37 @@ def test_postgres_terminating_the_workers_connections_mid_turn_resumes_it_whole(
     print(f"\nRECOVERY pg-terminate-backend: {recovery:.1f} s")
 
 
+def test_postgres_terminating_the_workers_connections_mid_stream_never_half_writes(
+        make_user, simulator, service_env, celery_worker_proc):
+    """The worker's connections are cut while the reply streams (text.delta events being
+    stored): the turn ends whole, the reply stored once, the events contiguous. The cut
+    is made twice, 1 s apart, so a connection re-opened after the first is cut too."""
+    text = " ".join(f"w{n}" for n in range(120))
+    simulator.state.script = Script(lambda request: Reply(text=text, token_delay=0.03))
+    user = make_user("oli")
+    session = session_create(user=user)
+    celery_worker_proc("worker-pg-stream")
+    turn = turn_start(session=session, user=user, text="a long answer please")
+    wait_for(lambda: RunEvent.objects.filter(session=session, type="text.delta").count() >= 10,
+             timeout=60, what="the stream to start")
+    cut_at = time.monotonic()
+    terminated = _terminate_other_backends()
+    time.sleep(1.0)
+    terminated += _terminate_other_backends()
+    assert terminated >= 1
+    wait_for(lambda: Turn.objects.filter(pk=turn.pk, status__in=TERMINAL).exists(),
+             timeout=120, what="the turn to end")
+    recovery = time.monotonic() - cut_at
+    turn.refresh_from_db()
+    assert turn.status == Turn.Status.COMPLETED, turn.error
+    _assert_whole(session)
+    replies = list(Message.objects.filter(session=session, role="assistant")
+                   .values_list("content", flat=True))
+    assert len(replies) == 1 and replies[0].strip() == text
+    print(f"\nRECOVERY pg-terminate-backend mid-stream: {recovery:.1f} s "
+          f"({terminated} backends terminated, {len(simulator.state.requests)} model calls)")
+
+
 @pytest.mark.timeout(420)
 def test_a_provider_answering_429_for_a_minute_turns_back_off_and_finish_without_a_storm(
         make_user, simulator, service_env, celery_worker_proc):
