@@ -216,7 +216,7 @@ class TurnContext:
         event_append(session_id=self.session.pk, type="provider.failover", payload={
             "turn_id": self.turn.pk, "failed": label, "reason": hint.reason.value,
             "next": label, "wait_seconds": round(seconds, 1), "attempts": attempts,
-            "text": f"{label} is {hint.reason.value.replace('_', ' ')}; waiting "
+            "text": f"{label} is throttling ({hint.reason.value}); waiting "
                     f"{seconds:.0f} s before trying again."})
 
     @cached_property
