@@ -163,6 +163,9 @@ def test_a_provider_answering_429_for_a_minute_turns_back_off_and_finish_without
                                     payload__has_key="wait_seconds")
     assert waits.exists()  # the user was told the turn waits, and how long
     waited = {e.session_id for e in waits}
+    # The heartbeat kept each waiting turn's 3 s lease through its 20 s waits: no turn
+    # was taken for dead and resumed.
+    assert not RunEvent.objects.filter(session__in=sessions, type="turn.recovered").exists()
     # Every turn that ran during the throttled minute was throttled and told so; the
     # ones queued behind them (4 children) may have started after it ended.
     assert len(waited) >= 4
