@@ -141,7 +141,14 @@ TEMPLATES = [
 
 # --- Database ---------------------------------------------------------------------------
 if DATABASE_URL:
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
+    # Persistent connections, health-checked before reuse: daphne runs every socket's
+    # database work on ONE thread, and with a new connection per call (conn_max_age=0)
+    # half of that thread's time went to connecting; 100 sockets reconnecting at once then
+    # overran daphne's handshake timeout (docs/reliability.md). A connection the server
+    # dropped (restart, pg_terminate_backend) fails the health check and is replaced.
+    DATABASES = {"default": dj_database_url.parse(
+        DATABASE_URL, conn_max_age=int(env_str("HERMES_DB_CONN_MAX_AGE", "60")),
+        conn_health_checks=True)}
 else:
     DATABASES = {
         "default": {
@@ -343,6 +350,9 @@ HERMES = {
     "MAX_MESSAGE_CHARS": 100_000,
     # Seconds before the first retry of a retryable provider error (doubling, capped).
     "RETRY_BASE_DELAY": float(env_str("HERMES_RETRY_BASE_DELAY", "1.0")),
+    # Seconds a turn waits in all for a provider that keeps answering "rate limited" or
+    # "overloaded" once no fallback is left (agents/transports/patience.py); 0 = fail at once.
+    "THROTTLE_PATIENCE": float(env_str("HERMES_THROTTLE_PATIENCE", "300")),
     # Prompt cache (agents/cache.py): "auto" (the default: TTLs and the cold-resume prune
     # chosen per session from its idle gaps, agents/cache_strategy.py), or "5m" / "1h" fixed.
     "CACHE_TTL": env_str("HERMES_CACHE_TTL", "auto"),

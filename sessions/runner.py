@@ -39,6 +39,7 @@ from agents.tools.dispatch import dispatch_tool_calls
 from agents.tools.ledger import split_by_ledger
 from agents.tools.spill import apply_spill
 from agents.transports import get_transport
+from agents.transports.patience import Patience, PatientTransport, routes_resting
 from agents.transports.retry import RetryPolicy
 from sessions import delegation, toolbox
 from sessions.events import event_append
@@ -191,8 +192,16 @@ class TurnContext:
 
         failover = FailoverTransport(provider_routes(self.session, self.profile),
                                      store=COOLDOWNS, notice=self.failover_notice)
+        # Every route throttled: wait it out (backoff, shared cooldowns, Retry-After).
+        primary = failover.routes[0].label()
+        patient = PatientTransport(
+            failover, resting=routes_resting(failover),
+            patience=Patience(total=settings.HERMES["THROTTLE_PATIENCE"],
+                              max_hint=settings.HERMES["MAX_RETRY_AFTER"]),
+            notice=lambda seconds, hint, attempts: self.throttle_notice(
+                primary, seconds, hint, attempts))
         # Every provider call of the turn (loop, finalizer, summaries) passes the spend caps.
-        return BudgetedTransport(failover, session=self.session, on_warning=lambda text: (
+        return BudgetedTransport(patient, session=self.session, on_warning=lambda text: (
             event_append(session_id=self.session.pk, type="budget.warning",
                          payload={"turn_id": self.turn.pk, "reason": text})))
 
@@ -204,6 +213,15 @@ class TurnContext:
             "turn_id": self.turn.pk, "failed": failed.label(), "reason": hint.reason.value,
             "next": following.label() if following is not None else None,
             "text": f"{failed.label()} failed ({hint.reason.value}){nxt}."})
+
+    def throttle_notice(self, label: str, seconds: float, hint, attempts: int) -> None:
+        """Every route is throttled: tell the user the turn waits, how long, and for whom
+        (``label``: the primary route, by key label)."""
+        event_append(session_id=self.session.pk, type="provider.failover", payload={
+            "turn_id": self.turn.pk, "failed": label, "reason": hint.reason.value,
+            "next": label, "wait_seconds": round(seconds, 1), "attempts": attempts,
+            "text": f"{label} is throttling ({hint.reason.value}); waiting "
+                    f"{seconds:.0f} s before trying again."})
 
     @cached_property
     def workspace(self) -> Path:
