@@ -21,3 +21,7 @@ class SessionsConfig(AppConfig):
 
         import sessions.signals  # noqa: F401  (connects the socket-closing receivers)
         import sessions.tasks  # noqa: F401  (registers the turn resumer, sessions/waits.py)
+        from sessions.clarify import CLARIFY_WAIT
+        from sessions.waits import wait_register
+
+        wait_register(CLARIFY_WAIT)

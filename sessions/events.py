@@ -31,6 +31,8 @@ EVENT_TYPES = frozenset({
     # provider failures (issue 10): a history repaired after a shape 400, the compaction
     # breaker pausing automatic compaction, a failover to another key or provider
     "history.repaired", "compaction.breaker_tripped", "provider.failover",
+    # tools (issue 13): the todo list changed, a clarify question asked / answered / cancelled
+    "todo.updated", "clarify.requested", "clarify.answered", "turn.awaiting_answer",
 })
 
 
