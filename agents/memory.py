@@ -106,3 +106,21 @@ def memory_snapshot(entries: tuple[str, ...] | list[str]) -> str:
 def memory_usage_line(entries: tuple[str, ...], limit: int) -> str:
     """"N/limit characters used" for tool results and the page."""
     return f"{memory_size(entries)}/{limit} characters used"
+
+
+def memory_edit(entries: tuple[str, ...], index: int, content: object | None, *,
+                limit: int = DEFAULT_MEMORY_CHAR_LIMIT) -> tuple[str, ...]:
+    """The user's own edit on the memory page: entry ``index`` replaced by ``content``, or
+    removed when ``content`` is None. Same rules as the tool (non-empty, the cap); raises
+    MemoryRefused, also for an index that no longer exists (the page was stale)."""
+    if not 0 <= index < len(entries):
+        raise MemoryRefused("that entry no longer exists; reload the page")
+    if content is None:
+        return entries[:index] + entries[index + 1:]
+    text = _clean(content, "an entry")
+    new = entries[:index] + (text,) + entries[index + 1:]
+    size = memory_size(new)
+    if size > limit:
+        raise MemoryRefused(f"memory is capped at {limit} characters; this would make it "
+                            f"{size}. Shorten it; nothing changed.")
+    return new

@@ -62,7 +62,8 @@ OUTPUT_PREVIEW_CHARS = 20_000
 APPROVAL_EVENTS = frozenset({"approval.requested", "approval.decided"})
 """Event types whose partial depends on the viewer (rendered with a database read)."""
 STATUS_EVENTS = frozenset({"turn.queued", "turn.started", "turn.finished", "turn.failed",
-                           "turn.cancelled", "turn.awaiting_approval", "budget.exceeded"})
+                           "turn.cancelled", "turn.awaiting_approval", "budget.exceeded",
+                           "turn.awaiting_answer"})
 """Event types whose frame carries the turn-status partial."""
 PLAIN_EVENTS = frozenset({"text.delta", "usage", "session.updated"})
 """Event types the client applies without HTML (event_html returns None for them)."""
@@ -168,6 +169,7 @@ def status_item(type: str, payload: dict) -> dict:
     state = {"turn.queued": "queued", "turn.started": "running", "turn.finished": "idle",
              "turn.failed": "failed", "turn.cancelled": "cancelled",
              "turn.awaiting_approval": "awaiting_approval",
+             "turn.awaiting_answer": "awaiting_answer",
              "budget.exceeded": "budget_blocked"}.get(type, "idle")
     return {"state": state, "reason": payload.get("reason", ""),
             "turn_id": payload.get("turn_id")}
@@ -348,7 +350,8 @@ def transcript_context(*, session: Session, user, request=None) -> dict:
                       if e.seq <= last_seq]
             streaming, index = streaming_text(events)
     state = {None: "idle", "queued": "queued", "running": "running",
-             "awaiting_approval": "awaiting_approval"}[running.status if running else None]
+             "awaiting_approval": "awaiting_approval", "awaiting_answer": "awaiting_answer",
+             }.get(running.status if running else None, "running")
     reason = ""
     if running is None and turns and turns[-1].status == Turn.Status.BUDGET_BLOCKED:
         state, reason = "budget_blocked", turns[-1].error  # resumable once the cap is raised

@@ -11,7 +11,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import transaction
 
-from agents.memory import memory_apply, memory_snapshot, memory_usage_line
+from agents.memory import memory_apply, memory_edit, memory_snapshot, memory_usage_line
 from agents.todo import todo_apply
 from sessions.events import event_append
 from sessions.models import MemoryStore, Session, TodoList
@@ -69,3 +69,23 @@ def todo_change(*, session: Session, todos, merge: bool) -> list[dict]:
             row.save(update_fields=["items", "updated_at"])
             event_append(session_id=session.pk, type="todo.updated", payload={"items": items})
     return items
+
+
+def memory_page_change(*, user, op: str, index: int | None = None, content=None) -> str:
+    """The memory page's add / edit / delete for ``user`` (their own notes only: the row is
+    looked up by the acting user). Returns a confirmation sentence; raises MemoryRefused
+    (nothing written) for empty text, the cap, or a stale index."""
+    limit = memory_limit()
+    with transaction.atomic():
+        store, _ = MemoryStore.objects.get_or_create(user_id=user.pk)
+        store = MemoryStore.objects.select_for_update().get(pk=store.pk)
+        current = tuple(e for e in store.entries or [] if isinstance(e, str))
+        if op == "add":
+            new = memory_apply(current, "add", content=content, limit=limit).entries
+        elif op in ("edit", "delete") and index is not None:
+            new = memory_edit(current, index, content if op == "edit" else None, limit=limit)
+        else:
+            raise MemoryRefused("unknown change")
+        store.entries = list(new)
+        store.save(update_fields=["entries", "updated_at"])
+    return {"add": "Added.", "edit": "Saved.", "delete": "Deleted."}[op]
