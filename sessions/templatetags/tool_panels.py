@@ -24,7 +24,7 @@ def clarify_context(question: ClarifyQuestion, *, can_answer: bool, error: str =
     return {"q": question, "can_answer": can_answer, "error": error}
 
 
-@register.inclusion_tag("sessions/_todo_panel.html")
+@register.inclusion_tag("sessions/_todo_panel_page.html")
 def todo_panel(session: Session) -> dict:
     return todo_context(session)
 
