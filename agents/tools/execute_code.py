@@ -24,10 +24,10 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import selectors
 import socket
 import threading
 from collections.abc import Callable
-from contextvars import copy_context
 from pathlib import Path
 from typing import Any
 
@@ -72,40 +72,19 @@ def cap_output(text: str, cap: int) -> tuple[str, bool]:
 
 class RpcServer:
     """The tool side of the RPC: a Unix socket in ``dir_fd`` answering JSON lines with
-    ``handler(name, args) -> ToolOutput``. Runs in a daemon thread with the caller's
-    contextvars (the acting identity reaches the policy); ``calls`` counts requests."""
+    ``handler(name, args) -> ToolOutput``. ``serve(done)`` runs on the CALLING thread (the
+    tool's own: its acting identity, its call id and its database connection serve every
+    call; no thread is left behind) until ``done()``; ``calls`` counts requests."""
 
     def __init__(self, dir_fd: int, name: str, token: str,
                  handler: Callable[[str, dict], ToolOutput]):
         self.token, self.handler, self.calls = token, handler, 0
-        self._lock = threading.Lock()
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._path = f"/proc/self/fd/{dir_fd}/{name}"
-        self._sock.bind(self._path)
+        self._sock.bind(f"/proc/self/fd/{dir_fd}/{name}")
         os.chmod(name, 0o666, dir_fd=dir_fd)  # the sandbox's uid must connect
         self._dir_fd, self._name = dir_fd, name
         self._sock.listen(4)
-        self._sock.settimeout(0.2)
-        self._stop = threading.Event()
-        context = copy_context()
-        self._thread = threading.Thread(target=context.run, args=(self._serve,),
-                                        name="hermes-code-rpc", daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        workers = []
-        while not self._stop.is_set():
-            try:
-                conn, _ = self._sock.accept()
-            except (socket.timeout, TimeoutError):
-                continue
-            except OSError:
-                return
-            context = copy_context()
-            worker = threading.Thread(target=context.run, args=(self._client, conn),
-                                      daemon=True)
-            worker.start()
-            workers.append(worker)
+        self._sock.setblocking(False)
 
     def _answer(self, line: bytes) -> dict:
         try:
@@ -117,30 +96,65 @@ class RpcServer:
         name, args = request.get("tool"), request.get("args")
         if not isinstance(name, str) or not isinstance(args, dict):
             return {"ok": False, "text": "a request needs a tool name and an args object"}
-        with self._lock:
-            self.calls += 1
-            over = self.calls > MAX_RPC_CALLS
-        if over:
+        self.calls += 1
+        if self.calls > MAX_RPC_CALLS:
             return {"ok": False, "text": f"at most {MAX_RPC_CALLS} tool calls per script"}
         output = self.handler(name, args)
         return {"ok": not output.is_error, "text": output.text}
 
-    def _client(self, conn: socket.socket) -> None:
-        with conn, conn.makefile("rb") as reader:
-            while True:
-                line = reader.readline(MAX_RPC_LINE + 1)
-                if not line:
-                    return
-                if len(line) > MAX_RPC_LINE:
-                    conn.sendall(b'{"ok": false, "text": "request too large"}\n')
-                    return
-                reply = self._answer(line)
-                conn.sendall(json.dumps(reply).encode() + b"\n")
+    def serve(self, done: Callable[[], bool]) -> None:
+        """Answer requests (one JSON line each, in arrival order per connection) until
+        ``done()`` is true; a line over MAX_RPC_LINE closes its connection."""
+        selector = selectors.DefaultSelector()
+        selector.register(self._sock, selectors.EVENT_READ, None)
+        buffers: dict[socket.socket, bytes] = {}
+        try:
+            while not done():
+                for key, _ in selector.select(timeout=0.05):
+                    if key.data is None:
+                        try:
+                            conn, _ = self._sock.accept()
+                        except BlockingIOError:
+                            continue
+                        selector.register(conn, selectors.EVENT_READ, "client")
+                        buffers[conn] = b""
+                        continue
+                    conn = key.fileobj
+                    try:
+                        chunk = conn.recv(65536)
+                    except BlockingIOError:
+                        continue
+                    except OSError:
+                        chunk = b""
+                    buffer = buffers.get(conn, b"") + chunk
+                    if not chunk or len(buffer) > MAX_RPC_LINE:
+                        if chunk:
+                            self._send(conn, {"ok": False, "text": "request too large"})
+                        selector.unregister(conn)
+                        buffers.pop(conn, None)
+                        conn.close()
+                        continue
+                    while b"\n" in buffer:
+                        line, buffer = buffer.split(b"\n", 1)
+                        self._send(conn, self._answer(line))
+                    buffers[conn] = buffer
+        finally:
+            for conn in list(buffers):
+                conn.close()
+            selector.close()
+
+    @staticmethod
+    def _send(conn: socket.socket, reply: dict) -> None:
+        conn.setblocking(True)
+        try:
+            conn.sendall(json.dumps(reply).encode() + b"\n")
+        except OSError:
+            pass  # the script died; its result says so
+        finally:
+            conn.setblocking(False)
 
     def close(self) -> None:
-        self._stop.set()
         self._sock.close()
-        self._thread.join(timeout=2)
         try:
             os.unlink(self._name, dir_fd=self._dir_fd)
         except OSError:
@@ -197,18 +211,33 @@ class ExecuteCode:
                                        is_error=True))
         with ws.dir(CODE_DIR) as dir_fd:
             server = RpcServer(dir_fd, f"rpc_{stem}.sock", token, handler)
+            outcome: dict[str, Any] = {}
+
+            def run_script() -> None:  # only the process runs off this thread
+                try:
+                    outcome["result"] = ctx.backend.run(
+                        f"exec python3 -u -B {CODE_DIR}/run_{stem}.py", cwd=ctx.workspace,
+                        timeout=timeout, should_stop=ctx.extras.get("should_stop"),
+                        env={"HERMES_RPC_SOCKET": f"{CODE_DIR}/rpc_{stem}.sock",
+                             "HERMES_RPC_TOKEN": token, "PYTHONDONTWRITEBYTECODE": "1"})
+                except BaseException as exc:  # re-raised on the tool's thread below
+                    outcome["error"] = exc
+
+            process = threading.Thread(target=run_script, name="hermes-execute-code",
+                                       daemon=True)
             try:
-                result = ctx.backend.run(
-                    f"exec python3 -u -B {CODE_DIR}/run_{stem}.py", cwd=ctx.workspace,
-                    timeout=timeout, should_stop=ctx.extras.get("should_stop"),
-                    env={"HERMES_RPC_SOCKET": f"{CODE_DIR}/rpc_{stem}.sock",
-                         "HERMES_RPC_TOKEN": token, "PYTHONDONTWRITEBYTECODE": "1"})
+                process.start()
+                server.serve(done=lambda: not process.is_alive())
+                process.join()
             finally:
                 server.close()
                 try:
                     os.unlink(f"run_{stem}.py", dir_fd=dir_fd)
                 except OSError:
                     pass
+        if "error" in outcome:
+            raise outcome["error"]
+        result = outcome["result"]
         output, capped = cap_output(result.output.rstrip("\n"), cap)
         lines = [output] if output.strip() else ["(no output)"]
         if requested > MAX_TIMEOUT:

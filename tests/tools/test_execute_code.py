@@ -11,7 +11,7 @@ import pytest
 
 from agents.simulator.script import Reply, ScriptRequest, ToolCallSpec
 from approvals.models import ApprovalRequest
-from sessions.models import RunEvent, Turn
+from sessions.models import Message, RunEvent, Turn
 from sessions.services import workspace_path
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -31,6 +31,8 @@ try:
     call("terminal", command="id")
 except ToolError as exc:
     print("no terminal:", exc)
+from hermes_tools import session_search
+print("recall:", session_search(query="kestrel")[:300])
 """
 
 
@@ -65,6 +67,9 @@ def _assistants_before_last_user(body: dict) -> int:
 
 def test_one_script_batches_many_file_operations_through_the_gate(alice, script, chat):
     script(code_model(BATCH))
+    earlier = chat(alice)
+    Message.objects.create(session=earlier.session, role="user",
+                           content="we deploy to the kestrel cluster")
     session = chat(alice)
     turn = session.say("organise my notes")
     assert turn.status == Turn.Status.COMPLETED
@@ -76,7 +81,9 @@ def test_one_script_batches_many_file_operations_through_the_gate(alice, script,
     assert "note 4" in result.content
     assert "refused:" in result.content and "outside the session workspace" in result.content
     assert "no terminal: 'terminal' cannot be called from execute_code" in result.content
-    assert "[exit code 0; 9 tool call(s)]" in result.content
+    # session_search reads the database on the tool's own thread (its connection).
+    assert "recall:" in result.content and "«kestrel» cluster" in result.content
+    assert "[exit code 0; 10 tool call(s)]" in result.content
     # The script and its socket are gone; the helper module stays for the next call.
     code_dir = workspace_path(session.session) / ".hermes" / "code"
     assert sorted(p.name for p in code_dir.iterdir()) == ["hermes_tools.py"]
