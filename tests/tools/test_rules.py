@@ -92,3 +92,47 @@ def test_cap_output():
     assert cap_output("abc", 5) == ("abc", False)
     text, cut = cap_output("abcdef", 3)
     assert cut and text.startswith("abc\n[output capped at 3 characters; 3 more")
+
+
+# --- the policy on the new tools (agents/policy.py decide) ------------------------------
+
+def _call(name: str, **args) -> ToolCall:
+    import json
+
+    return ToolCall(id=f"c-{name}", name=name, arguments=json.dumps(args))
+
+
+@pytest.fixture
+def policy_ctx(tmp_path):
+    from agents.policy import PolicyContext
+
+    return PolicyContext(session_id="s1", user_id="u1", workspace=str(tmp_path))
+
+
+def test_state_tools_are_allowed_with_an_identity_and_denied_without(policy_ctx):
+    from dataclasses import replace
+
+    from agents.policy import decide
+
+    for name, args in (("memory", {"action": "add", "content": "x"}),
+                       ("todo", {"todos": []}), ("clarify", {"question": "q"})):
+        assert decide(_call(name, **args), policy_ctx).verdict == "allow"
+        nobody = replace(policy_ctx, user_id=None, session_id=None)
+        assert decide(_call(name, **args), nobody).verdict == "deny"
+
+
+def test_execute_code_is_allowed_in_the_sandbox_and_asks_on_the_host(policy_ctx):
+    from dataclasses import replace
+
+    from agents.policy import decide
+
+    call = _call("execute_code", code="print(1)")
+    sandboxed = replace(policy_ctx, backend_isolated=True)
+    assert decide(call, sandboxed).verdict == "allow"
+    asked = decide(call, policy_ctx)
+    assert (asked.verdict, asked.rule) == ("ask", "code_execution")
+    assert decide(call, replace(policy_ctx, unattended=True)).verdict == "deny"
+    assert decide(call, replace(policy_ctx, bypass=True)).verdict == "allow"
+    assert decide(call, replace(policy_ctx, always_rules=("tool:execute_code",))
+                  ).rule == "always_rule"
+    assert decide(_call("execute_code", code="  "), sandboxed).verdict == "deny"
