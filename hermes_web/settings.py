@@ -367,6 +367,10 @@ HERMES = {
     # attack"); agents/policy.py freezes it and nothing later can turn it on.
     "YOLO": env_bool("HERMES_YOLO", False),
     "APPROVAL_TIMEOUT_SECONDS": int(env_str("HERMES_APPROVAL_TIMEOUT", "300")),
+    # Durable memory: characters of one user's notes together (agents/memory.py).
+    "MEMORY_CHAR_LIMIT": int(env_str("HERMES_MEMORY_CHAR_LIMIT", "2200")),
+    # execute_code: characters of script output kept (agents/tools/execute_code.py).
+    "CODE_OUTPUT_CAP": int(env_str("HERMES_CODE_OUTPUT_CAP", "50000")),
     "BACKEND": env_str("HERMES_BACKEND", "auto"),  # auto | local | sandbox
     # The unprivileged host uid/gid sandboxed commands run as when the worker is root.
     "SANDBOX_UID": int(env_str("HERMES_SANDBOX_UID", "61000")),

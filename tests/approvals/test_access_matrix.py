@@ -92,6 +92,13 @@ EXPECTED: dict[str, Expect] = {
     "webhook_action": Expect(method="POST", owner=302, other=404, admin=404),
     # the inbound URL needs no login: its signature is the authentication (none here: 400)
     "webhook_inbound": Expect(method="POST", owner=400, other=400, admin=400, anon=400),
+    # issue 13: memory is everyone's own page; the todo panel and a clarify question read
+    # like the session (owner, team admin); only the owner answers a question
+    "memory": Expect(method="GET", owner=200, other=200, admin=200),
+    "todo_panel": Expect(method="GET", owner=200, other=404, admin=200),
+    "clarify_card": Expect(method="GET", owner=200, other=404, admin=200),
+    "clarify_answer": Expect(method="POST", owner=302, other=404, admin=404,
+                             data={"answer": "matrix"}),
 }
 WEBSOCKET_EXPECTED = {
     # route pattern → per actor: True (accepted) or the close code.
@@ -150,9 +157,13 @@ def world(people, session_a, session_b, ask):
     for owner, (session, turn) in (("alice", session_a), ("bob", session_b)):
         rule_source = ask(session, turn, command=f"make deploy-{owner}")
         approval_decide(user=people[owner], approval_id=rule_source.pk, choice="always")
+        from sessions.models import ClarifyQuestion
+
+        question = ClarifyQuestion.objects.create(session=session, turn=turn,
+                                                  tool_call_id=f"q-{owner}", question="Which?")
         objects[owner] = {"session_id": session.pk, "approval_id": ask(session, turn).pk,
                           "rule_id": ApprovalRule.objects.get(user=people[owner]).pk,
-                          "team_id": session.team_id}
+                          "team_id": session.team_id, "question_id": question.pk}
         schedule = schedule_create(user=people[owner], name="m", prompt="p", kind="cron",
                                    cron_expression="0 * * * *", target="session",
                                    session=session)
