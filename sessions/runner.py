@@ -20,7 +20,6 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, transaction
 from django.utils import timezone
 
-from accounts.budgets import BudgetedTransport
 from agents.budget import IterationBudget
 from agents.cache import CacheSettings
 from agents.errors import ApprovalRequired, LeaseLost, TransportError, TurnCancelled
@@ -40,6 +39,7 @@ from agents.transports import get_transport
 from agents.transports.retry import RetryPolicy
 from sessions import toolbox
 from sessions.events import event_append
+from sessions.hooks import APPROVALS, MONEY
 from sessions.leases import lease_held_by_other, lease_renew, lease_validate
 from sessions.models import Session, Turn
 from sessions.services import workspace_path
@@ -188,7 +188,7 @@ class TurnContext:
         failover = FailoverTransport(provider_routes(self.session, self.profile),
                                      store=COOLDOWNS, notice=self.failover_notice)
         # Every provider call of the turn (loop, finalizer, summaries) passes the spend caps.
-        return BudgetedTransport(failover, session=self.session, on_warning=lambda text: (
+        return MONEY.budgeted(failover, session=self.session, on_warning=lambda text: (
             event_append(session_id=self.session.pk, type="budget.warning",
                          payload={"turn_id": self.turn.pk, "reason": text})))
 
@@ -477,8 +477,6 @@ def _execute(ctx: TurnContext, sink: DbSink, calls: list[ToolCall]):
     """Answer from the tool-result ledger what already ran (a redelivered task, a replayed
     call id), report a call that started with no recorded output as of unknown outcome,
     dispatch the rest; each call is announced when it starts and ledgered when it ends."""
-    from approvals.services import gate_state
-
     split = split_by_ledger(calls, ledger=ledger_for(session=ctx.session, calls=calls),
                             started=started_call_ids(session=ctx.session))
     tool_ctx = toolbox.tool_context(ctx, should_stop=sink.should_stop)
@@ -487,7 +485,7 @@ def _execute(ctx: TurnContext, sink: DbSink, calls: list[ToolCall]):
     pending: list = []
     fresh = [calls[i] for i in split.to_run]
     if fresh:
-        state = gate_state(session=ctx.session, turn=ctx.turn)
+        state = APPROVALS.gate_state(session=ctx.session, turn=ctx.turn)
         outcome = dispatch_tool_calls(
             fresh, registry=toolbox.registry_for(ctx.session), ctx=tool_ctx,
             gate=toolbox.policy_gate(ctx, state), should_stop=sink.should_stop,
@@ -576,8 +574,6 @@ def _notice_breaker(ctx: TurnContext) -> None:
 
 
 def _await_approval(ctx: TurnContext, sink: DbSink, exc: ApprovalRequired) -> str:
-    from approvals.services import approval_request_create
-
     sink.flush()
     with transaction.atomic():
         lease_validate(session=ctx.session, owner=ctx.owner)
@@ -585,7 +581,7 @@ def _await_approval(ctx: TurnContext, sink: DbSink, exc: ApprovalRequired) -> st
         # ends cancelled (the unanswered calls are repaired as never run).
         stopped = Session.objects.filter(pk=ctx.session.pk, stop_requested=True).exists()
         if not stopped:
-            rows = approval_request_create(session=ctx.session, turn=ctx.turn,
+            rows = APPROVALS.requests_create(session=ctx.session, turn=ctx.turn,
                                            pending=list(exc.pending),
                                            workspace=str(ctx.workspace))
             Turn.objects.filter(pk=ctx.turn.pk).update(status=Turn.Status.AWAITING_APPROVAL)

@@ -27,7 +27,7 @@ from agents.tools.registry import ToolRegistry, default_registry
 from agents.tools.skills import (SkillsListTool, SkillViewTool, build_skill_invocation,
                                  load_skills, parse_skill_command, skill_dirs, skill_scaffold,
                                  skills_index)
-from approvals.models import AuditEntry
+from sessions.hooks import APPROVALS
 from sessions.models import Session, Turn
 
 
@@ -211,21 +211,19 @@ def _audit_unasked(session: Session, call: ToolCall, decision: Decision) -> None
     classes = [c for c in decision.risk_classes if c in DESTRUCTIVE_CLASSES]
     if not classes:
         return
-    AuditEntry.objects.create(actor=None, action="command.unasked", session=session,
-                              detail={"tool_call_id": call.id, "tool_name": call.name,
-                                      "rule": decision.rule, "risk_classes": classes,
-                                      "command": decision.normalized[:2000]})
+    APPROVALS.audit(action="command.unasked", session=session,
+                    detail={"tool_call_id": call.id, "tool_name": call.name,
+                            "rule": decision.rule, "risk_classes": classes,
+                            "command": decision.normalized[:2000]})
 
 
 def _count_rule_hit(call: ToolCall, ctx: PolicyContext, state) -> None:
     """Credit the "always" rule that allowed ``call`` (admins see hit counts)."""
-    from approvals.services import rule_hit
-
     for pattern in ctx.always_rules:
         if decide(call, replace(ctx, always_rules=(pattern,))).rule == "always_rule":
             rule_id = state.always_rule_ids.get((call.name, pattern))
             if rule_id is not None:
-                rule_hit(rule_id)
+                APPROVALS.rule_hit(rule_id)
             return
 
 
