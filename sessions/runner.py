@@ -29,6 +29,7 @@ from agents.messages import Message as AgentMessage
 from agents.messages import ModelRequest, ModelResponse, ToolCall
 from agents.prompt import build_system_prompt, recover_stable_len
 from agents.providers import ProviderProfile, model_output_cap, resolve_profile
+from agents.reduction import ReductionState, recovery_plan, reduction_plan
 from agents.request import RequestPipeline
 from agents.spend_caps import BudgetExceeded
 from agents.tokens import Calibrator
@@ -38,6 +39,8 @@ from agents.tools.spill import apply_spill
 from agents.transports import get_transport
 from agents.transports.retry import RetryPolicy
 from sessions import toolbox
+from sessions.context import (CACHE_TTL_SECONDS, breaker_fields, breaker_load, session_compact,
+                              session_micro_compact, session_prune)
 from sessions.events import event_append
 from sessions.hooks import APPROVALS, MONEY
 from sessions.leases import lease_held_by_other, lease_renew, lease_validate
@@ -267,8 +270,6 @@ class TurnContext:
 
     @cached_property
     def breaker(self):
-        from sessions.context import breaker_load
-
         return breaker_load(self.session)
 
     @cached_property
@@ -323,8 +324,6 @@ def turn_execute(*, session: Session, turn: Turn, owner: str) -> str:
                            {"reason": f"Internal error ({type(exc).__name__}); the message "
                                       "was kept and you can retry."}, error=repr(exc))
     if settings.HERMES["MICRO_COMPACTION"]:
-        from sessions.context import session_micro_compact
-
         try:
             session_micro_compact(ctx=ctx, sink=sink)
         except LeaseLost:
@@ -338,8 +337,6 @@ def turn_execute(*, session: Session, turn: Turn, owner: str) -> str:
 def _reduce_by_hand(ctx: TurnContext, sink: DbSink) -> str:
     """`/compact` or `/prune` typed in the chat: run it now, whatever the gates say (the
     breaker still records the outcome)."""
-    from sessions.context import session_compact, session_prune
-
     with transaction.atomic():
         lease_validate(session=ctx.session, owner=ctx.owner)
         Turn.objects.filter(pk=ctx.turn.pk).update(status=Turn.Status.RUNNING,
@@ -437,32 +434,34 @@ def _bind(ctx: TurnContext, history: tuple[AgentMessage, ...]) -> None:
 
 
 def _prepare(ctx: TurnContext, sink: DbSink, history: list[AgentMessage]):
-    """Repair, reduce when a gate says so, plan. Reductions run only here, at an iteration
-    boundary, after every result of the previous batch is stored."""
-    from sessions.context import cold_resume, session_compact, session_prune
-
+    """Repair, reduce when the plan says so (agents/reduction.py decides the order), plan.
+    Reductions run only here, at an iteration boundary, after every result of the previous
+    batch is stored."""
     lease_renew(session=ctx.session, owner=ctx.owner, seconds=settings.HERMES["LEASE_SECONDS"])
     prepared = ctx.pipeline.prepare(history)
+    hermes = settings.HERMES
+    plan = reduction_plan(ReductionState(
+        first_request=ctx.first_request, idle_seconds=ctx.idle_seconds,
+        idle_compaction_seconds=hermes["IDLE_COMPACTION_SECONDS"],
+        cold_prune=hermes["PRUNE_ON_COLD_RESUME"],
+        cache_ttl_seconds=CACHE_TTL_SECONDS.get(hermes["CACHE_TTL"], 300),
+        prune_trigger_tokens=hermes["PRUNE_TRIGGER_TOKENS"],
+        compaction_enabled=hermes["COMPACTION_ENABLED"], compactions=ctx.compactions,
+        over_threshold=ctx.pipeline.calibrator.should_compact(prepared.rough_tokens)))
     reduced = None
-    idle_compaction = settings.HERMES["IDLE_COMPACTION_SECONDS"]
-    if ctx.first_request and 0 < idle_compaction <= ctx.idle_seconds:
-        # Idle compaction on resume (hermes' opt-in): the prefix is cold anyway.
-        reduced = session_compact(ctx=ctx, sink=sink, history=prepared.history, forced=False,
-                                  reason="idle")
-    if (reduced is None and ctx.first_request
-            and cold_resume(ctx.session, idle_seconds=ctx.idle_seconds)):
-        reduced = session_prune(ctx=ctx, history=prepared.history,
-                                projected=prepared.projected_tokens, cold=True)
-    elif settings.HERMES["PRUNE_TRIGGER_TOKENS"] > 0:
-        reduced = session_prune(ctx=ctx, history=prepared.history,
-                                projected=prepared.projected_tokens)
-    if (reduced is None and settings.HERMES["COMPACTION_ENABLED"] and ctx.compactions == 0
-            and ctx.pipeline.calibrator.should_compact(prepared.rough_tokens)):
-        # At most one automatic compaction per turn (B10); the breaker may still refuse.
-        reduced = session_compact(ctx=ctx, sink=sink, history=prepared.history, forced=False,
-                                  reason="threshold")
-        if reduced is None:
-            _notice_breaker(ctx)
+    for step in plan:  # the first step that commits a reduction ends the plan
+        if step in ("idle_compaction", "compaction"):
+            reduced = session_compact(ctx=ctx, sink=sink, history=prepared.history,
+                                      forced=False,
+                                      reason="idle" if step == "idle_compaction" else "threshold")
+            if reduced is None and step == "compaction":
+                _notice_breaker(ctx)  # the breaker refused
+        else:
+            reduced = session_prune(ctx=ctx, history=prepared.history,
+                                    projected=prepared.projected_tokens,
+                                    cold=step == "cold_prune")
+        if reduced is not None:
+            break
     if reduced is not None:
         ctx.compactions += 1
         prepared = ctx.pipeline.prepare(reduced)
@@ -504,8 +503,6 @@ def _execute(ctx: TurnContext, sink: DbSink, calls: list[ToolCall]):
 def _observe(ctx: TurnContext, request: ModelRequest, response: ModelResponse) -> None:
     """Where the billed count arrives: re-anchor calibration, judge the compaction verdict,
     track cache health; all persisted on the row."""
-    from sessions.context import breaker_fields
-
     billed = response.usage.prompt_tokens if response.usage else None
     calibrator = ctx.pipeline.calibrator
     calibrator.after_response(billed)
@@ -522,43 +519,38 @@ def _observe(ctx: TurnContext, request: ModelRequest, response: ModelResponse) -
 
 def _recover(ctx: TurnContext, sink: DbSink, history: list[AgentMessage],
              exc: TransportError):
-    """Read the classifier's hints (never the message; defect 4) and return the history to
-    retry with, or None to fail. The loop refuses to resend a request identical to the one
-    that failed, so every branch here must change the bytes or give up.
-
-    - Overflow whose body says the input alone fits: only lower max_tokens (B25).
-    - Other overflow: one forced compaction. While the breaker is tripped: a notice that it
-      tripped, then a forced prune of old tool output first (no model call); the forced
-      compaction only when the prune freed nothing, and never twice in a turn (B10).
-    - History shape (B01, B02, B17): reload the rows, validate them from scratch, and send
-      the earlier turns' tool exchanges as plain text (legal on every provider)."""
-    from sessions.context import session_compact, session_prune
-
+    """Run the recovery agents/reduction.py::recovery_plan chose from the classifier's
+    hints; return the history to retry with (the first step that yields one), or None to
+    fail."""
     ctx.pipeline.calibrator.after_error()
     hint = exc.classified
-    if hint is None:
-        return None
-    if hint.compress:
-        if ctx.pipeline.note_overflow(hint.input_tokens, hint.context_limit):
-            return history  # the next request asks for less output, sized by the provider
-        if ctx.breaker.tripped:
+    plan = recovery_plan(compress=bool(hint and hint.compress),
+                         history_shape=bool(hint and hint.history_shape),
+                         breaker_tripped=ctx.breaker.tripped, compactions=ctx.compactions)
+    for step in plan:
+        if step == "shrink_output":
+            if ctx.pipeline.note_overflow(hint.input_tokens, hint.context_limit):
+                return history  # the next request asks for less output, sized by the provider
+        elif step == "notice_breaker":
             _notice_breaker(ctx)
+        elif step == "forced_prune":
             prepared = ctx.pipeline.prepare(history)
             pruned = session_prune(ctx=ctx, history=prepared.history,
                                    projected=prepared.projected_tokens, forced=True)
-            if pruned is not None or ctx.compactions:
+            if pruned is not None:
                 return pruned
-        compacted = session_compact(ctx=ctx, sink=sink, history=history, forced=True,
-                                    reason="overflow")
-        if compacted is not None:
-            ctx.compactions += 1
-        return compacted
-    if hint.history_shape:
-        ctx.bound = None
-        ctx.pipeline.repair_strictly()
-        event_append(session_id=ctx.session.pk, type="history.repaired", payload={
-            "turn_id": ctx.turn.pk, "reason": hint.message[:300]})
-        return history_load(session=ctx.session)
+        elif step == "forced_compaction":
+            compacted = session_compact(ctx=ctx, sink=sink, history=history, forced=True,
+                                        reason="overflow")
+            if compacted is not None:
+                ctx.compactions += 1
+                return compacted
+        elif step == "repair_history":
+            ctx.bound = None
+            ctx.pipeline.repair_strictly()
+            event_append(session_id=ctx.session.pk, type="history.repaired", payload={
+                "turn_id": ctx.turn.pk, "reason": hint.message[:300]})
+            return history_load(session=ctx.session)
     return None
 
 
