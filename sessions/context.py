@@ -22,12 +22,13 @@ from django.db.models import F
 from django.utils import timezone
 
 from agents.breaker import PROCESS_CLOCK_ID, CompactionBreaker
-from agents.compaction import (Skip, build_summary_request, compaction_threshold,
+from agents.compaction import (ROLLING_SUMMARY_KIND, SUMMARY_KIND, Skip,
+                               build_summary_request, compaction_threshold,
                                compacted_transcript, drop_middle, fallback_summary,
                                plan_compaction)
 from agents.errors import TransportError
 from agents.messages import Message as AgentMessage
-from agents.prune import is_cold_resume, plan_prune
+from agents.prune import plan_prune
 from agents.tokens import estimate_message_tokens, estimate_text_tokens
 from sessions.events import event_append
 from sessions.leases import (compaction_lease_acquire, compaction_lease_release,
@@ -69,8 +70,8 @@ def breaker_save(session: Session, breaker: CompactionBreaker) -> None:
     Session.objects.filter(pk=session.pk).update(**breaker_fields(session, breaker))
 
 
-def transcript_replace(*, session: Session, turn_owner: str, new_live: list[AgentMessage],
-                       kind_of_first: dict[int, str] | None = None) -> list[AgentMessage]:
+def transcript_replace(*, session: Session, turn_owner: str,
+                       new_live: list[AgentMessage]) -> list[AgentMessage]:
     """In the caller's transaction: archive every live row (active=0, compacted=1) and insert
     ``new_live`` as fresh live rows in order. Returns them with their new ids."""
     lease_validate(session=session, owner=turn_owner)
@@ -78,12 +79,10 @@ def transcript_replace(*, session: Session, turn_owner: str, new_live: list[Agen
     # tool_calls, so archiving does no search-index work (migration 0002).
     Message.objects.filter(session=session, active=True).update(active=False, compacted=True)
     Session.objects.filter(pk=session.pk).update(transcript_version=F("transcript_version") + 1)
-    kinds = kind_of_first or {}
     # One INSERT for the whole live set (ids come back, in order, from RETURNING): a tail of
     # a few hundred rows inserted one by one cost more than archiving 10,000 (bench-context).
     rows = Message.objects.bulk_create([
-        message_row(session=session, message=m, kind=kinds.get(i, ""))
-        for i, m in enumerate(new_live)])
+        message_row(session=session, message=m) for m in new_live])
     Session.objects.filter(pk=session.pk).update(message_count=len(rows),
                                                  last_activity_at=timezone.now())
     return [message_to_agent(r) for r in rows]
@@ -102,7 +101,8 @@ def session_compact(*, ctx, sink, history: list[AgentMessage], forced: bool,
         if not decision.allowed:
             return None
     window = ctx.profile.context_window
-    first = not Message.objects.filter(session=session, kind="summary").exists()
+    first = not Message.objects.filter(session=session,
+                                       kind__in=(SUMMARY_KIND, ROLLING_SUMMARY_KIND)).exists()
     plan = plan_compaction(history, window=window, estimate=estimate_message_tokens,
                            first_compaction=first)
     if isinstance(plan, Skip):
@@ -120,7 +120,7 @@ def session_compact(*, ctx, sink, history: list[AgentMessage], forced: bool,
             compaction_lease_validate(session=session, owner=owner)
             summary_index = len(plan.head)
             stored = transcript_replace(session=session, turn_owner=ctx.owner,
-                                        new_live=new_live, kind_of_first={summary_index: "summary"})
+                                        new_live=new_live)
             breaker.on_compaction_committed(kind)
             breaker_save(session, breaker)
             Session.objects.filter(pk=session.pk).update(
@@ -199,12 +199,6 @@ def session_prune(*, ctx, history: list[AgentMessage], projected: int, forced: b
     return history_load(session=session)
 
 
-def cold_resume(session: Session, *, idle_seconds: float) -> bool:
-    """True when this turn resumes after longer than the cache TTL and cold prune is on."""
-    ttl = CACHE_TTL_SECONDS.get(settings.HERMES["CACHE_TTL"], 300)
-    return settings.HERMES["PRUNE_ON_COLD_RESUME"] and is_cold_resume(idle_seconds, ttl)
-
-
 def session_micro_compact(*, ctx, sink) -> bool:
     """Micro-compaction (off by default; HERMES_MICRO_COMPACTION): after a turn, fold the
     oldest un-absorbed exchange into one rolling summary. The splice and its archive are ONE
@@ -228,8 +222,7 @@ def session_micro_compact(*, ctx, sink) -> bool:
     folded = response.message.content.strip() or fallback_summary(plan.exchange)
     with transaction.atomic():
         stored = transcript_replace(session=session, turn_owner=ctx.owner,
-                                    new_live=micro_commit(plan, folded),
-                                    kind_of_first={0: "summary"})
+                                    new_live=micro_commit(plan, folded))
         event_append(session_id=session.pk, type="compaction", payload={
             "turn_id": ctx.turn.pk, "kind": "micro", "reason": "micro",
             "tokens_before": sum(estimate_message_tokens(m) for m in live),

@@ -106,8 +106,9 @@ class Message(models.Model):
         null=True, blank=True, help_text="Chars of the sent text that are static scaffold "
         "(declared by the builder; the cache planner splits there).")
     kind = models.CharField(max_length=20, blank=True, default="",
-                            help_text="'summary' for compaction summaries, 'skill' for skill "
-                                      "invocations, '' otherwise.")
+                            help_text="'summary' for compaction summaries, 'rolling_summary' for "
+                                      "the micro-compaction summary, 'incomplete', 'refusal', "
+                                      "'' otherwise.")
     active = models.BooleanField(default=True)
     compacted = models.BooleanField(default=False)
     created_at = models.DateTimeField(default=timezone.now)
