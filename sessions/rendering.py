@@ -104,10 +104,6 @@ def argument_summary(arguments: Any) -> str:
     return text if len(text) <= SUMMARY_CHARS else text[:SUMMARY_CHARS - 1] + "…"
 
 
-_EXIT_CODE = re.compile(r"\[exit code (-?\d+)\]\s*$")
-"""The last line of a terminal tool result (agents/tools/terminal.py)."""
-
-
 def tool_card(call: dict, result: dict | None = None, *,
               approval_state: str | None = None) -> dict:
     """Context for the tool-call partial: ``call`` is {id, name, arguments}; ``result`` the
@@ -116,12 +112,6 @@ def tool_card(call: dict, result: dict | None = None, *,
     result's metadata (sessions/tool_cards.py)."""
     output = None if result is None else (result.get("content") or "")
     status, label = tool_status(result=result, approval_state=approval_state)
-    if status == "done" and output and call.get("name") == "terminal" and not (
-            result or {}).get("tool_meta"):
-        # A row stored before tool results kept metadata: its last line is the exit code.
-        exit_code = _EXIT_CODE.search(output)
-        if exit_code and exit_code.group(1) != "0":
-            status, label = "failed", f"exit {exit_code.group(1)}"
     if output is not None and len(output) > OUTPUT_PREVIEW_CHARS:
         output = output[:OUTPUT_PREVIEW_CHARS] + f"\n… ({len(output):,} chars in all)"
     arguments = call.get("arguments")
