@@ -23,23 +23,17 @@ from agents.messages import Message as AgentMessage
 from agents.messages import ToolCall
 from agents.policy import Decision, PolicyContext, bypass_frozen, decide
 from agents.tools import ToolContext
-from agents.tools.registry import ToolRegistry, default_registry
-from agents.tools.skills import (SkillsListTool, SkillViewTool, build_skill_invocation,
-                                 load_skills, parse_skill_command, skill_dirs, skill_scaffold,
-                                 skills_index)
+from agents.tools.registry import ToolRegistry, builtin_tools
+from agents.tools.skills import (build_skill_invocation, load_skills, parse_skill_command,
+                                 skill_dirs, skill_scaffold, skills_index)
 from sessions.hooks import APPROVALS
 from sessions.models import Session, Turn
 
 
 @lru_cache(maxsize=1)
 def _full_registry() -> ToolRegistry:
-    registry = default_registry()
-    registry.register(SkillsListTool())
-    registry.register(SkillViewTool())
-    from agents.tools.recall import SessionSearchTool
-
-    registry.register(SessionSearchTool())
-    return registry
+    """Every tool a session may be given: the built-ins (agents/tools/registry.py)."""
+    return ToolRegistry(builtin_tools())
 
 
 def registry_for(session: Session) -> ToolRegistry:
@@ -181,6 +175,7 @@ def policy_gate(ctx, state):
     """gate(call) -> Decision: the one policy function, fed this turn's approval state."""
     policy_ctx = policy_context_for(user=ctx.session.owner, session=ctx.session, state=state,
                                     workspace=ctx.workspace)
+    tools = registry_for(ctx.session)  # the policy judges what these tools declare
 
     def gate(call: ToolCall) -> Decision:
         # Rules are per tool: an "always" grant for one tool never covers another.
@@ -190,9 +185,9 @@ def policy_gate(ctx, state):
             # Called where the acting identity did not travel (a bare thread): the ids read
             # from the row must not stand in for it; decide() denies without identity.
             call_ctx = replace(call_ctx, session_id=None, user_id=None)
-        decision = decide(call, call_ctx)
+        decision = decide(call, call_ctx, tools)
         if decision.rule == "always_rule":
-            _count_rule_hit(call, call_ctx, state)
+            _count_rule_hit(call, call_ctx, state, tools)
         _audit_unasked(ctx.session, call, decision)
         return decision
 
@@ -217,10 +212,10 @@ def _audit_unasked(session: Session, call: ToolCall, decision: Decision) -> None
                             "command": decision.normalized[:2000]})
 
 
-def _count_rule_hit(call: ToolCall, ctx: PolicyContext, state) -> None:
+def _count_rule_hit(call: ToolCall, ctx: PolicyContext, state, tools: ToolRegistry) -> None:
     """Credit the "always" rule that allowed ``call`` (admins see hit counts)."""
     for pattern in ctx.always_rules:
-        if decide(call, replace(ctx, always_rules=(pattern,))).rule == "always_rule":
+        if decide(call, replace(ctx, always_rules=(pattern,)), tools).rule == "always_rule":
             rule_id = state.always_rule_ids.get((call.name, pattern))
             if rule_id is not None:
                 APPROVALS.rule_hit(rule_id)
