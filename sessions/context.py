@@ -157,7 +157,7 @@ def _summarise(ctx, sink, plan,
     try:
         response = ctx.transport.complete(request, on_text=lambda _t: None)
     except TransportError as exc:
-        breaker.on_summariser_failure(transient=bool(getattr(exc.classified, "retryable", False)))
+        breaker.on_summariser_failure(transient=bool(exc.classified and exc.classified.retryable))
         log.warning("summariser failed for session %s: %s", ctx.session.pk, exc)
         return "fallback", drop_middle(plan), str(exc)[:300]
     sink.usage_recorded(response.usage, request, response, purpose="summary")

@@ -22,8 +22,7 @@ from agents.messages import Message, ModelRequest, ModelResponse, ToolCall
 from agents.providers import ProviderProfile
 from agents.transports.errors import (PROVIDER_ERRORS, ProviderHTTPError, StreamErrorEvent,
                                       StreamIncomplete)
-from agents.transports.retry import (RetryPolicy, TextTap, call_with_retries,
-                                     name_interrupted_call)
+from agents.transports.retry import RetryPolicy, TextTap, call_with_retries
 from agents.transports.usage import usage_from_openai
 
 EMPTY_TEXT = "(empty)"
@@ -150,9 +149,7 @@ class OpenAIChatTransport:
 
 
 def _cancelled(partial: str) -> TurnCancelled:
-    error = TurnCancelled("stopped by the user while the reply streamed")
-    error.partial = partial  # type: ignore[attr-defined]
-    return error
+    return TurnCancelled("stopped by the user while the reply streamed", partial=partial)
 
 
 def _sse_data(lines: Iterator[str]) -> Iterator[str]:
@@ -185,8 +182,8 @@ def read_stream(chunks: Iterator[str], tap: TextTap,
     try:
         return _fold_chunks(chunks, tap, should_stop, text, reasoning, refusal, calls)
     except PROVIDER_ERRORS as exc:  # a cut or an error event: name the call being written
-        name_interrupted_call(exc, next((s["name"] for _, s in sorted(calls.items())
-                                         if s["name"]), None))
+        tap.interrupted_call = next((s["name"] for _, s in sorted(calls.items())
+                                     if s["name"]), None)
         raise
 
 
