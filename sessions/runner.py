@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
 
+from cachetools import LRUCache
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, transaction
 from django.utils import timezone
@@ -37,6 +37,7 @@ from agents.tools.dispatch import dispatch_tool_calls
 from agents.tools.ledger import split_by_ledger
 from agents.tools.spill import apply_spill
 from agents.transports import get_transport
+from agents.transports.errors import QUOTA_ADVICE
 from agents.transports.retry import RetryPolicy
 from sessions import toolbox
 from sessions.context import (CACHE_TTL_SECONDS, breaker_fields, breaker_load, session_compact,
@@ -141,8 +142,8 @@ class BoundSession:
 
 
 BOUND_SESSIONS_MAX = 32
-_bound: OrderedDict[int, BoundSession] = OrderedDict()
-_bound_lock = threading.Lock()
+_bound: LRUCache[int, BoundSession] = LRUCache(maxsize=BOUND_SESSIONS_MAX)
+_bound_lock = threading.Lock()  # cachetools caches are not thread-safe; worker threads share it
 
 
 def _bound_take(session_id: int) -> BoundSession | None:
@@ -152,9 +153,7 @@ def _bound_take(session_id: int) -> BoundSession | None:
 
 def _bound_keep(session_id: int, entry: BoundSession) -> None:
     with _bound_lock:
-        _bound[session_id] = entry
-        while len(_bound) > BOUND_SESSIONS_MAX:
-            _bound.popitem(last=False)
+        _bound[session_id] = entry  # the least recently kept session goes past the maximum
 
 
 @dataclass
@@ -313,8 +312,8 @@ def turn_execute(*, session: Session, turn: Turn, owner: str) -> str:
         except TransportError as exc:
             return _finish(ctx, sink, Turn.Status.FAILED, "turn.failed",
                            {"reason": _readable(exc),
-                            "interrupted_tool": getattr(exc, "interrupted_call", None),
-                            "partial_kept": bool(getattr(exc, "partial", ""))},
+                            "interrupted_tool": exc.interrupted_call,
+                            "partial_kept": bool(exc.partial)},
                            error=str(exc))
         except (OperationalError, InterfaceError):
             raise  # the connection died, not a bug in the turn: the task resumes the turn
@@ -611,16 +610,14 @@ def _readable(exc: TransportError) -> str:
     """A provider failure as sentences a person can act on (no stack trace): what failed,
     which tool call was cut off (never run; B21), whether the text shown was kept (B22),
     and what to do about quota (B23)."""
-    from agents.transports.errors import QUOTA_ADVICE
-
     classified = exc.classified
-    reason = getattr(getattr(classified, "reason", None), "value", None) or "provider_error"
+    reason = classified.reason.value if classified is not None else "provider_error"
     text = f"The model provider failed ({reason}): {str(exc)[:300]}"
-    interrupted = getattr(exc, "interrupted_call", None)
+    interrupted = exc.interrupted_call
     if interrupted:
         text += f" The reply was cut off while writing a call to {interrupted}; it was not run."
-    if getattr(exc, "partial", ""):
+    if exc.partial:
         text += " The text shown so far was kept, marked incomplete."
-    if getattr(classified, "quota", False):
+    if classified is not None and classified.quota:
         text += " " + QUOTA_ADVICE
     return text
