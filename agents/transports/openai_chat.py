@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
+from httpx_sse import EventSource, SSEError
 
 from agents.errors import TurnCancelled
 from agents.messages import Message, ModelRequest, ModelResponse, ToolCall
@@ -138,7 +139,7 @@ class OpenAIChatTransport:
                     except ValueError:
                         body = response.text
                     raise ProviderHTTPError(response.status_code, body, response.headers)
-                return read_stream(_sse_data(response.iter_lines()), tap, should_stop)
+                return read_stream(_sse_data(response), tap, should_stop)
 
         kwargs = {"sleep": self._sleep} if self._sleep else {}
         return call_with_retries(attempt, on_text=on_text, policy=self.retry, **kwargs)
@@ -152,18 +153,16 @@ def _cancelled(partial: str) -> TurnCancelled:
     return TurnCancelled("stopped by the user while the reply streamed", partial=partial)
 
 
-def _sse_data(lines: Iterator[str]) -> Iterator[str]:
-    """The ``data:`` payloads of an SSE stream (multi-line data joined by newlines)."""
-    data: list[str] = []
-    for line in lines:
-        if not line:
-            if data:
-                yield "\n".join(data)
-                data = []
-        elif line.startswith("data:"):
-            data.append(line[5:].lstrip(" "))
-    if data:
-        yield "\n".join(data)
+def _sse_data(response: httpx.Response) -> Iterator[str]:
+    """The non-empty ``data`` payloads of an SSE response, decoded by httpx-sse (multi-line
+    data, comments, ids, retry fields). A response that is not an event stream raises
+    StreamIncomplete: no final event can ever arrive on it."""
+    try:
+        for event in EventSource(response).iter_sse():
+            if event.data:
+                yield event.data
+    except SSEError as exc:
+        raise StreamIncomplete(str(exc)) from exc
 
 
 def read_stream(chunks: Iterator[str], tap: TextTap,
