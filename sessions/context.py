@@ -55,18 +55,15 @@ def breaker_load(session: Session) -> CompactionBreaker:
 
 
 def breaker_fields(session: Session, breaker: CompactionBreaker) -> dict:
-    """The Session columns holding the breaker: its JSON state and the admin-visible
-    counters mirrored from it (for one UPDATE together with other per-response state)."""
+    """The Session column holding the breaker, its JSON state (for one UPDATE together with
+    other per-response state); stored once, never mirrored."""
     state = breaker.to_dict()
     session.compaction_state = state
-    return {"compaction_state": state,
-            "compaction_ineffective_count": breaker.ineffective_count,
-            "compaction_fallback_streak": breaker.fallback_streak,
-            "compaction_recovery_deadline": state.get("recovery_deadline")}
+    return {"compaction_state": state}
 
 
 def breaker_save(session: Session, breaker: CompactionBreaker) -> None:
-    """Persist the breaker (JSON) and mirror its counters into the admin-visible columns."""
+    """Persist the breaker (JSON)."""
     Session.objects.filter(pk=session.pk).update(**breaker_fields(session, breaker))
 
 

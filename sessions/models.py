@@ -48,10 +48,8 @@ class Session(models.Model):
     # Interrupt flag, checked by the worker between chunks and tools.
     stop_requested = models.BooleanField(default=False)
     # Durable breaker / hysteresis / calibration state (agents/compaction.py, prune.py, tokens.py).
-    compaction_ineffective_count = models.IntegerField(default=0)
-    compaction_fallback_streak = models.IntegerField(default=0)
-    compaction_recovery_deadline = models.JSONField(null=True, blank=True)
-    compaction_failure_cooldown_until = models.DateTimeField(null=True, blank=True)
+    # The breaker lives in compaction_state alone (CompactionBreaker.to_dict); the admin
+    # shows its counters from there (sessions/admin.py).
     compaction_state = models.JSONField(default=dict, blank=True)
     compaction_count = models.IntegerField(default=0)
     # The per-session compaction lease (300 s), re-validated inside the commit transaction.
@@ -154,7 +152,8 @@ class Turn(models.Model):
         max_length=20, blank=True, default="",
         help_text="Who started the turn: '' a person (browser, CLI), 'child' a parent agent's "
                   "delegate call, 'schedule' a beat schedule, 'webhook' an inbound webhook.")
-    iterations = models.IntegerField(default=0)
+    iterations = models.IntegerField(
+        default=0, help_text="Model calls of this turn that got a reply, resumes included.")
     error = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)

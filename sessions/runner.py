@@ -18,6 +18,7 @@ from pathlib import Path
 from cachetools import LRUCache
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from agents.budget import IterationBudget
@@ -510,6 +511,7 @@ def _observe(ctx: TurnContext, request: ModelRequest, response: ModelResponse) -
     ctx.breaker.on_response(billed, ctx.threshold)
     if ctx.breaker.tripped and not was_tripped:  # tell the user the moment it trips (B10)
         _notice_breaker(ctx)
+    Turn.objects.filter(pk=ctx.turn.pk).update(iterations=F("iterations") + 1)
     # One UPDATE for everything a response changes on the row (it runs every iteration).
     Session.objects.filter(pk=ctx.session.pk).update(
         usage_anchor=calibrator.to_dict(), **breaker_fields(ctx.session, ctx.breaker),
