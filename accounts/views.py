@@ -36,7 +36,7 @@ from accounts.spend import (
     spend_members, spend_periods, spend_teams, usage_scope)
 from sessions.selectors import session_get
 from sessions.services import provider_default
-from sessions.toolbox import backend_kind, confinement
+from sessions.backends import backend_status, confinement
 
 
 @require_POST
@@ -54,8 +54,9 @@ def settings_view(request: HttpRequest) -> HttpResponse:
     """Read-only view of the configuration in force: provider, model, backend, limits."""
     provider, model = provider_default()
     hermes = settings.HERMES
+    backend, _ = backend_status()  # the runner's selector; "unavailable" when it would raise
     context = {
-        "provider": provider, "model": model, "backend": backend_kind(),
+        "provider": provider, "model": model, "backend": backend,
         "confinement": confinement(),
         "backend_setting": hermes.get("BACKEND", "auto"), "yolo": hermes.get("YOLO", False),
         "simulator": provider == "simulator",

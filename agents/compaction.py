@@ -11,7 +11,6 @@ whether to try (agents/breaker.py), and the calibrated trigger (agents/tokens.py
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
@@ -217,14 +216,22 @@ def build_summary_request(plan: CompactionPlan, *, model: str, window: int,
                         messages=(Message(role="user", content=prompt),), max_tokens=max_tokens)
 
 
+SUMMARY_KIND = "summary"
+"""Message.kind of a compaction summary (the prefix text is for the model; a user who types
+it writes an ordinary message)."""
+ROLLING_SUMMARY_KIND = "rolling_summary"
+"""Message.kind of the micro-compaction rolling summary."""
+
+
 def summary_message(text: str) -> Message:
-    """The user-role message that replaces the middle, marked as a summary."""
-    return Message(role="user", content=f"{SUMMARY_PREFIX}{text.strip()}{SUMMARY_SUFFIX}")
+    """The user-role message that replaces the middle, marked as a summary by its kind."""
+    return Message(role="user", content=f"{SUMMARY_PREFIX}{text.strip()}{SUMMARY_SUFFIX}",
+                   kind=SUMMARY_KIND)
 
 
 def is_summary_message(message: Message) -> bool:
-    """True for a message built by ``summary_message`` or ``drop_middle``."""
-    return message.role == "user" and message.content.startswith(SUMMARY_PREFIX)
+    """True for a message built by ``summary_message`` or ``drop_middle`` (by its kind)."""
+    return message.kind == SUMMARY_KIND
 
 
 def compacted_transcript(plan: CompactionPlan, summary_text: str) -> list[Message]:
@@ -245,7 +252,7 @@ def fallback_summary(middle: Sequence[Message]) -> str:
     parts = [f"The summariser was unavailable; {len(middle)} earlier messages were dropped "
              "without a model summary."]
     if earlier:
-        body = earlier[-1].content[len(SUMMARY_PREFIX):].removesuffix(SUMMARY_SUFFIX)
+        body = earlier[-1].content.removeprefix(SUMMARY_PREFIX).removesuffix(SUMMARY_SUFFIX)
         parts.append("Earlier summary:\n" + body[:3_000])
     if asks:
         parts.append("User requests in the dropped span:\n" + "\n".join(f"- {a}" for a in asks))
@@ -263,7 +270,8 @@ def drop_middle(plan: CompactionPlan) -> list[Message]:
 # Micro-compaction (off by default; hermes-facts §4 "Micro-compaction").
 
 ROLLING_PREFIX = "[ROLLING SUMMARY — absorbed messages through #"
-_ROLLING = re.compile(r"^\[ROLLING SUMMARY — absorbed messages through #(\d+)\]")
+"""The rolling summary's first line, for the model to read; never parsed back (its kind
+says what it is, row ids say what it absorbed)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -283,10 +291,9 @@ class MicroPlan:
     absorbed_through: int
 
 
-def rolling_summary_of(message: Message) -> int | None:
-    """``absorbed_through`` of a rolling-summary message, else None."""
-    match = _ROLLING.match(message.content) if message.role == "user" else None
-    return int(match.group(1)) if match else None
+def is_rolling_summary(message: Message) -> bool:
+    """True for the micro-compaction rolling summary (by its kind)."""
+    return message.kind == ROLLING_SUMMARY_KIND
 
 
 def plan_micro_compaction(messages: Sequence[Message], *,
@@ -297,7 +304,7 @@ def plan_micro_compaction(messages: Sequence[Message], *,
     unanswered."""
     if unanswered_calls(messages) or any(m.id is None for m in messages):
         return None
-    previous = messages[0] if messages and rolling_summary_of(messages[0]) is not None else None
+    previous = messages[0] if messages and is_rolling_summary(messages[0]) else None
     rest = list(messages[1:] if previous else messages)
     starts = sorted({0, *(i for i, m in enumerate(rest) if m.role == "user")})
     if not rest or len(starts) <= max(1, keep_recent_exchanges):
@@ -311,8 +318,7 @@ def plan_micro_compaction(messages: Sequence[Message], *,
 
 def build_fold_request(plan: MicroPlan, *, model: str, max_tokens: int) -> ModelRequest:
     """The summariser request that merges the previous rolling summary with the exchange."""
-    earlier = plan.previous_summary.content.split("]", 1)[1].strip() if plan.previous_summary \
-        else "(none yet)"
+    earlier = plan.previous_summary.content if plan.previous_summary else "(none yet)"
     prompt = (f"Current rolling summary:\n{earlier}\n\nFold this exchange into it and return "
               f"the updated summary only.\n\n<transcript>\n"
               f"{render_transcript(plan.exchange, tool_output_chars=TOOL_OUTPUT_EXCERPT_CHARS)}"
@@ -323,16 +329,19 @@ def build_fold_request(plan: MicroPlan, *, model: str, max_tokens: int) -> Model
 
 def micro_commit(plan: MicroPlan, folded_text: str) -> list[Message]:
     """Rows to insert (ids cleared), in order: the new rolling summary, then the survivors."""
-    summary = Message(role="user",
+    summary = Message(role="user", kind=ROLLING_SUMMARY_KIND,
                       content=f"{ROLLING_PREFIX}{plan.absorbed_through}]\n{folded_text.strip()}")
     return [summary, *(replace(m, id=None) for m in plan.survivors)]
 
 
 def double_loaded(live: Sequence[Message]) -> list[int]:
-    """Resume invariant check: ids of live rows that a live rolling summary already absorbed
-    (must be empty). Rows are compared by id, so this needs stored rows."""
-    through = max((t for m in live if (t := rolling_summary_of(m)) is not None), default=None)
-    if through is None:
+    """Resume invariant check: ids of live rows older than a live rolling summary (must be
+    empty). ``micro_commit`` inserts the summary first and the survivors after it in the same
+    commit that archives every older row, so a live row with a smaller id was either folded
+    into the summary or re-inserted after it. Compared by id: needs stored rows."""
+    first = min((m.id for m in live if is_rolling_summary(m) and m.id is not None),
+                default=None)
+    if first is None:
         return []
-    return [m.id for m in live if m.id is not None and m.id <= through
-            and rolling_summary_of(m) is None]
+    return [m.id for m in live if m.id is not None and m.id < first
+            and not is_rolling_summary(m)]

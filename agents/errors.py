@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from agents.messages import ToolCall
+    from agents.transports.errors import ClassifiedError
 
 
 class HarnessError(Exception):
@@ -31,7 +32,13 @@ class ApprovalRequired(TurnInterrupted):
 
 
 class TurnCancelled(TurnInterrupted):
-    """The user pressed stop; the loop answered every outstanding call and stopped."""
+    """The user pressed stop; the loop answered every outstanding call and stopped.
+
+    ``partial``: the reply text already shown when stop came mid-stream ("" otherwise)."""
+
+    def __init__(self, message: str = "", *, partial: str = ""):
+        super().__init__(message)
+        self.partial = partial
 
 
 class LeaseLost(HarnessError):
@@ -45,12 +52,19 @@ class ToolError(HarnessError):
 class TransportError(HarnessError):
     """A provider call failed after the transport's own retry policy.
 
-    ``classified``: an agents.transports.errors.ClassifiedError with recovery hints.
+    ``classified``: the ClassifiedError with recovery hints (None: not classified).
+    ``partial``: the visible text already delivered ("" when none; cases B21, B22).
+    ``attempts``: attempts made. ``interrupted_call``: the tool whose call the stream was
+    cut in, never run (B21), else None.
     """
 
-    def __init__(self, message: str, classified: object | None = None):
+    def __init__(self, message: str, classified: ClassifiedError | None = None, *,
+                 partial: str = "", attempts: int = 1, interrupted_call: str | None = None):
         super().__init__(message)
         self.classified = classified
+        self.partial = partial
+        self.attempts = attempts
+        self.interrupted_call = interrupted_call
 
 
 class DelegationRequested(TurnInterrupted):

@@ -80,12 +80,12 @@ def run_turn(history: list[Message], *, harness: Harness, sink: EventSink,
             response = harness.transport.complete(request, on_text=sink.text_delta,
                                                   should_stop=sink.should_stop)
         except TurnCancelled as exc:
-            partial = getattr(exc, "partial", "")
+            partial = exc.partial
             if partial:  # keep what the user saw, demoted to plain assistant text
                 sink.message_added(Message(role="assistant", content=partial))
             raise
         except TransportError as exc:
-            partial = getattr(exc, "partial", "")
+            partial = exc.partial
             if partial:  # the user saw it: keep it, marked incomplete (B21, B22)
                 history.append(sink.message_added(Message(role="assistant", content=partial),
                                                   kind=INCOMPLETE_KIND))

@@ -60,6 +60,9 @@ class Message:
       prompts), the chars of ``wire_text`` that are static scaffold, declared by the builder
       (seed, "When only the builder knows where the prefix ends"); stored, so the split
       survives restarts. ``None`` for ordinary messages.
+    - ``kind``: what the message is beyond its role, as a field (never read from the text):
+      "" ordinary, "summary" a compaction summary, "rolling_summary" the micro-compaction
+      summary, "incomplete"/"refusal" (agents/recovery.py). Stored as Message.kind.
     - ``id``: the database row id once stored (the only ordering), else ``None``.
     """
 
@@ -72,6 +75,7 @@ class Message:
     is_error: bool = False
     reasoning: str | None = None
     stable_prefix_len: int | None = None
+    kind: str = ""
     id: int | None = None
 
     @property
@@ -98,6 +102,8 @@ class Message:
             data["reasoning"] = self.reasoning
         if self.stable_prefix_len is not None:
             data["stable_prefix_len"] = self.stable_prefix_len
+        if self.kind:
+            data["kind"] = self.kind
         if self.id is not None:
             data["id"] = self.id
         return data
@@ -114,6 +120,7 @@ class Message:
             is_error=bool(data.get("is_error", False)),
             reasoning=data.get("reasoning"),
             stable_prefix_len=data.get("stable_prefix_len"),
+            kind=data.get("kind", ""),
             id=data.get("id"),
         )
 

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from fnmatch import fnmatchcase
 from typing import Any
 
@@ -47,22 +46,8 @@ from agents.policy_paths import (PROTECTED_NAMES, is_protected, is_sensitive,  #
 from agents.errors import HarnessError
 from agents.identity import current_identity
 from agents.messages import ToolCall
-
-READ_ONLY_TOOLS = frozenset({"read_file", "search_files", "skills_list", "skill_view",
-                             "session_search"})
-WRITE_TOOLS = frozenset({"write_file", "patch"})
-COMMAND_TOOLS = frozenset({"terminal"})
-DELEGATION_TOOLS = frozenset({"delegate"})
-"""Starting child agents: allowed for a known identity (each child's own tool calls are
-gated here one by one, in the child's session), denied by a deny rule naming it."""
-STATE_TOOLS = frozenset({"memory", "todo", "clarify"})
-"""Tools that touch no file and run nothing: a user's notes, the session's task list, a
-question to the user. Allowed for a known identity (the tools themselves refuse child
-memory writes and turn clarify into a wait)."""
-CODE_TOOLS = frozenset({"execute_code"})
-"""Python run through the command backend, like terminal. Its code cannot be parsed
-against the floor, so off the sandbox it asks (bypass and "always" rules may allow it);
-every tool it calls back through its RPC is decided here on its own."""
+from agents.tools import Access, tool_facts
+from agents.tools.registry import ToolRegistry, builtin_registry
 
 
 
@@ -114,13 +99,20 @@ def check_command(command: str, ctx: PolicyContext) -> Decision:
     return decide(call, ctx)
 
 
-def decide(call: ToolCall, ctx: PolicyContext) -> Decision:
+def decide(call: ToolCall, ctx: PolicyContext, tools: ToolRegistry | None = None) -> Decision:
     """allow / ask / deny for ``call`` under ``ctx`` (order in the module docstring).
 
-    Tool names: READ_ONLY_TOOLS are allowed inside the workspace; ``terminal`` commands are
-    parsed and assessed; WRITE_TOOLS are checked by resolved path; DELEGATION_TOOLS are
-    allowed unless a deny rule names them; any other tool asks
-    (denies when unattended). Never raises for bad input: it denies.
+    The policy judges what the tool declares (agents/tools Tool: ``read_only``,
+    ``targets``, ``command``), looked up in ``tools`` (the session's registry; the built-in
+    tools when None), never a list of tool names: a shell command is parsed and assessed;
+    a read-only tool's paths must lie inside the workspace; a writing tool's paths are
+    checked by resolved path; a tool that declares nothing the policy can judge (unknown,
+    or effects without paths) asks (denies when unattended). A tool's declared ``effect``
+    says what it does besides paths and commands: "state" (a user's notes, the session's
+    task list, a question to the user: allowed), "delegation" (child agents, each of whose
+    calls is decided here in the child's session: allowed unless a deny rule names it),
+    "code" (Python through the command backend: allowed in the sandbox, asks on the host).
+    Every tool, read-only ones included, needs the acting identity. Never raises for bad input: it denies.
     """
     try:
         args = call.parsed_arguments()
@@ -133,30 +125,29 @@ def decide(call: ToolCall, ctx: PolicyContext) -> Decision:
                   "the acting identity differs from the policy context")
     user_id = ctx.user_id or (ident.user_id if ident else None)
     session_id = ctx.session_id or (ident.session_id if ident else None)
-    known = bool(user_id and session_id)
-    if call.name in READ_ONLY_TOOLS:
-        return _decide_paths(call, args, ctx, write=False)
-    if not known:
+    if not (user_id and session_id):
         return _d("deny", "missing_identity",
                   "no acting session or user: a decision without identity denies")
-    if call.name in COMMAND_TOOLS:
-        command = args.get("command")
-        if not isinstance(command, str) or not command.strip():
-            return _d("deny", "unparseable_arguments", "terminal needs a command string")
-        return _decide_command(call.id, command, ctx)
-    if call.name in WRITE_TOOLS:
-        return _decide_paths(call, args, ctx, write=True)
-    if call.name in STATE_TOOLS:
-        return _d("allow", "state_tool", f"{call.name} changes no file and runs nothing")
-    if call.name in CODE_TOOLS:
-        return _decide_code(call, args, ctx)
+    facts = tool_facts((tools or builtin_registry()).get(call.name), args)
     name = f"tool:{call.name}"
-    if call.name in DELEGATION_TOOLS:
+    if facts.effect == "state":
+        return _d("allow", "state_tool", f"{call.name} changes no file and runs nothing")
+    if facts.effect == "code":
+        return _decide_code(call, args, ctx)
+    if facts.effect == "delegation":
         if any(fnmatchcase(name, rule) for rule in ctx.deny_rules):
             return _d("deny", "deny_rule", f"{call.name} is on the deny list", "delegation",
                       name)
         return _d("allow", "delegation", "child agents: each of their tool calls is decided "
                   "here in the child's session", "delegation", name)
+    if facts.declared and facts.command is not None:
+        if not facts.command.strip():
+            return _d("deny", "unparseable_arguments", f"{call.name} needs a command string")
+        return _decide_command(call.id, facts.command, ctx)
+    if facts.declared and facts.targets is None:
+        return _d("deny", "unparseable_arguments", f"{call.name}: no usable path argument")
+    if facts.declared and (facts.read_only or facts.targets):
+        return _decide_paths(call, facts.targets or (), ctx, read_only=facts.read_only)
     return _gate(call.id, ctx, "unknown_tool", "unknown_tool",
                  f"{call.name} is not a tool the policy knows", name,
                  lambda pattern: fnmatchcase(name, pattern))
@@ -232,32 +223,13 @@ def _protected_gate(call_id: str, ctx: PolicyContext, reason: str, normalized: s
     return _human_gate(call_id, ctx, "protected_file", "instruction_file", reason, normalized)
 
 
-def _call_paths(call: ToolCall, args: dict[str, Any]) -> list[str] | None:
-    """Paths a file tool touches; None when the arguments do not say (→ deny)."""
-    if call.name in ("skills_list", "skill_view", "session_search"):
-        return []
-    if call.name == "search_files":
-        return [args.get("path") or "."]
-    paths: list[Any] = [args[k] for k in ("path", "file_path") if k in args]
-    edits = args.get("edits")
-    if isinstance(edits, list):
-        paths += [e.get("path") if isinstance(e, dict) else None for e in edits]
-    if isinstance(args.get("patch"), str):
-        paths += re.findall(r"^\*\*\* (?:Add|Update|Delete) File: (.+?)\s*$|^\*\*\* Move to: "
-                            r"(.+?)\s*$", args["patch"], re.M)
-        paths = [p if isinstance(p, str) else (p[0] or p[1]) for p in paths]
-    if not paths or not all(isinstance(p, str) and p.strip() and "\0" not in p for p in paths):
-        return None
-    return paths
-
-
-def _decide_paths(call: ToolCall, args: dict[str, Any], ctx: PolicyContext, *, write: bool
-                  ) -> Decision:
-    """File tools: resolve every path, then app config → deny, outside the workspace →
-    deny (the file tools refuse it too), instruction files (writes) → the gate."""
-    paths = _call_paths(call, args)
-    if paths is None:
-        return _d("deny", "unparseable_arguments", f"{call.name}: no usable path argument")
+def _decide_paths(call: ToolCall, targets: tuple[tuple[str, Access], ...], ctx: PolicyContext,
+                  *, read_only: bool) -> Decision:
+    """File tools: resolve every declared path, then app config → deny, outside the
+    workspace → deny (the file tools refuse it too), instruction files (writes) → the
+    gate. A tool that declares ``read_only`` is judged as reading, whatever it names."""
+    paths = [path for path, _ in targets]
+    write = not read_only and any(access == "write" for _, access in targets)
     if not paths:
         return _d("allow", "read_only", "read-only tool")
     if ctx.workspace is None:

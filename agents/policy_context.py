@@ -79,3 +79,38 @@ class PolicyContext:
     private_paths: tuple[str, ...] = ()
     admin_only_risk_classes: tuple[str, ...] = ()
     scratch_paths: tuple[str, ...] = ("/tmp", "/var/tmp", "/dev/shm")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GateState:
+    """Everything durable the policy needs for one session's turn: approvals/services.py
+    ::gate_state reads it, sessions/toolbox.py turns it into a PolicyContext, so the runner
+    receives it as a value.
+
+    ``always_rules``/``session_rules``: (tool_name, normalised pattern) pairs, oldest first.
+    ``always_rule_ids``: {(tool_name, pattern): ApprovalRule id}, for ``rule_hit``.
+    ``approved_call_ids``: tool call ids a human approved in this turn.
+    ``denied_call_ids``: {tool_call_id: the result text the model gets}.
+    ``deny_rules``: the owner's teams' deny patterns. ``bypass``: Session.bypass_approvals.
+    """
+
+    always_rules: tuple[tuple[str, str], ...] = ()
+    always_rule_ids: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    session_rules: tuple[tuple[str, str], ...] = ()
+    approved_call_ids: frozenset[str] = frozenset()
+    denied_call_ids: Mapping[str, str] = field(default_factory=dict)
+    deny_rules: tuple[str, ...] = ()
+    bypass: bool = False
+
+    def patterns_for(self, tool_name: str, *, scope: str = "always") -> tuple[str, ...]:
+        """The patterns of one tool, from the "always" (default) or "session" rules."""
+        pairs = self.always_rules if scope == "always" else self.session_rules
+        return tuple(pattern for name, pattern in pairs if name == tool_name)
+
+    def rule_id_for(self, *, tool_name: str, pattern: str) -> int | None:
+        """The ApprovalRule id behind an "always" pattern (this tool first, then any)."""
+        exact = self.always_rule_ids.get((tool_name, pattern))
+        if exact is not None:
+            return exact
+        return next((rid for (_, pat), rid in self.always_rule_ids.items() if pat == pattern),
+                    None)

@@ -51,3 +51,16 @@ def approval_event_html(*, user, payload: dict, csrf_token: str = "") -> str:
     except (Http404, TypeError, ValueError):
         return ""
     return approval_card_html(approval, user, csrf_token=csrf_token)
+
+
+def session_approval_states(session) -> dict[str, str]:
+    """{tool_call_id: state} of every approval request of ``session`` (the latest per call
+    wins), for the chat page's tool cards (sessions/hooks.py APPROVALS.states)."""
+    return dict(ApprovalRequest.objects.filter(session=session).order_by("id")
+                .values_list("tool_call_id", "state"))
+
+
+def session_cards_html(session, user, request: HttpRequest | None = None) -> list[str]:
+    """The pending approval cards of ``session`` as ``user`` sees them (chat page)."""
+    return [approval_card_html(a, user, request=request) for a in
+            ApprovalRequest.objects.filter(session=session, state=ApprovalRequest.State.PENDING)]

@@ -12,8 +12,7 @@ for views is approvals/selectors.py; rendering is approvals/rendering.py.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Literal
 
@@ -24,10 +23,11 @@ from django.db.models import F, Q
 from django.http import Http404
 from django.utils import timezone
 
-from accounts.models import Membership, Team
+from agents.policy_context import GateState  # noqa: F401  (re-exported)
 from approvals.models import ApprovalRequest, ApprovalRule, AuditEntry
 from approvals.selectors import approval_get, approval_list_pending, approval_rule_list
 from sessions.events import event_append, group_publish, user_group
+from sessions.hooks import TEAMS
 from sessions.models import Session, Turn
 from sessions.selectors import admin_team_ids
 from sessions.waits import Wait, turn_resume_on_commit
@@ -102,9 +102,7 @@ def _reviewer_ids(session: Session) -> set[int]:
     """The session owner and every admin of the session's team: who sees its approvals."""
     ids = {session.owner_id}
     if session.team_id is not None:
-        ids |= set(Membership.objects.filter(team_id=session.team_id,
-                                             role=Membership.Role.ADMIN)
-                   .values_list("user_id", flat=True))
+        ids |= set(TEAMS.team_admin_ids(session.team_id))
     return ids
 
 
@@ -205,7 +203,9 @@ def approval_permissions(*, user, approval: ApprovalRequest) -> DecidePermission
     is_admin = session.team_id is not None and session.team_id in admin_team_ids(user=user)
     if not (is_owner or is_admin):
         return DecidePermissions(can_approve=False, can_always=False, can_deny=False)
-    team = Team.objects.filter(pk=session.team_id).first() if session.team_id else None
+    # Read fresh (the team's classes may have changed since ``approval`` was loaded).
+    team = (Session.objects.select_related("team").get(pk=session.pk).team
+            if session.team_id else None)
     # Every class of every finding counts, not only the first (issue 8 finding 6).
     classes = [c for c in (approval.risk_class, *(approval.risk_classes or [])) if c]
     gated = [c for c in classes if team and c in (team.admin_only_risk_classes or [])]
@@ -376,40 +376,6 @@ def turn_has_pending_approvals(*, turn: Turn) -> bool:
     return ApprovalRequest.objects.filter(turn=turn, state=State.PENDING).exists()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class GateState:
-    """Everything durable the policy needs for one session's turn (the runner turns it into
-    agents.policy.PolicyContext).
-
-    ``always_rules``/``session_rules``: (tool_name, normalised pattern) pairs, oldest first.
-    ``always_rule_ids``: {(tool_name, pattern): ApprovalRule id}, for ``rule_hit``.
-    ``approved_call_ids``: tool call ids a human approved in this turn.
-    ``denied_call_ids``: {tool_call_id: the result text the model gets}.
-    ``deny_rules``: the owner's teams' deny patterns. ``bypass``: Session.bypass_approvals.
-    """
-
-    always_rules: tuple[tuple[str, str], ...] = ()
-    always_rule_ids: Mapping[tuple[str, str], int] = field(default_factory=dict)
-    session_rules: tuple[tuple[str, str], ...] = ()
-    approved_call_ids: frozenset[str] = frozenset()
-    denied_call_ids: Mapping[str, str] = field(default_factory=dict)
-    deny_rules: tuple[str, ...] = ()
-    bypass: bool = False
-
-    def patterns_for(self, tool_name: str, *, scope: str = "always") -> tuple[str, ...]:
-        """The patterns of one tool, from the "always" (default) or "session" rules."""
-        pairs = self.always_rules if scope == "always" else self.session_rules
-        return tuple(pattern for name, pattern in pairs if name == tool_name)
-
-    def rule_id_for(self, *, tool_name: str, pattern: str) -> int | None:
-        """The ApprovalRule id behind an "always" pattern (this tool first, then any)."""
-        exact = self.always_rule_ids.get((tool_name, pattern))
-        if exact is not None:
-            return exact
-        return next((rid for (_, pat), rid in self.always_rule_ids.items() if pat == pattern),
-                    None)
-
-
 def _denied_text(approval: ApprovalRequest, decider_name: str) -> str:
     if approval.state == State.EXPIRED:
         return TIMED_OUT_REASON
@@ -422,18 +388,14 @@ def _denied_text(approval: ApprovalRequest, decider_name: str) -> str:
 def gate_state(*, session: Session, turn: Turn | None) -> GateState:
     """Read the gate's durable state for ``session`` (decisions limited to ``turn``, or the
     whole session when None). The latest request for a tool call id wins."""
-    owner_team_ids = list(Membership.objects.filter(user_id=session.owner_id)
-                          .values_list("team_id", flat=True))
+    owner_team_ids = TEAMS.team_ids(session.owner_id)
     rule_ids: dict[tuple[str, str], int] = {}
     for rule in (ApprovalRule.objects.filter(Q(user_id=session.owner_id)
                                              | Q(team_id__in=owner_team_ids), revoked=False)
                  .order_by("id")):
         rule_ids.setdefault((rule.tool_name, rule.pattern), rule.pk)
     team_ids = set(owner_team_ids) | ({session.team_id} if session.team_id else set())
-    deny: list[str] = []
-    for patterns in Team.objects.filter(pk__in=team_ids).order_by("id").values_list(
-            "deny_rules", flat=True):
-        deny += [p for p in (patterns or []) if isinstance(p, str) and p not in deny]
+    deny = TEAMS.deny_rules(sorted(team_ids))
     decided = ApprovalRequest.objects.filter(session=session).exclude(
         state=State.PENDING).select_related("decider").order_by("id")
     if turn is not None:

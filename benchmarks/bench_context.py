@@ -154,8 +154,7 @@ def archive_once(run: int) -> dict:
 
     started = time.perf_counter()
     with transaction.atomic():
-        transcript_replace(session=session, turn_owner=TURN_OWNER, new_live=new_live,
-                           kind_of_first={len(plan.head): "summary"})
+        transcript_replace(session=session, turn_owner=TURN_OWNER, new_live=new_live)
     elapsed = time.perf_counter() - started
 
     flushed = stats_flushed(lambda: table_stats(MESSAGE_TABLE)[1] >= before_msg[1]

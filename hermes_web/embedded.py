@@ -5,12 +5,12 @@ Serve ``hermes_web.embedded:application``: the ASGI application of hermes_web/as
 the worker and simulator started when this module is imported (once per process).
 
 Celery's in-memory broker only reaches consumers in the same process, which is exactly what
-this mode wants. The worker is Celery's own (celery.contrib.testing.worker runs a real
-WorkController in a thread without installing signal handlers, which only the main thread
-may do). Celery beat runs here too, as Celery's own embedded service in a thread with the
-same DatabaseScheduler as `celery beat` in services mode, so user schedules (schedules/) fire
-in both modes; a daemon thread additionally expires pending approvals (fail-closed) every
-few seconds, faster than beat's 15 s entry (both are idempotent).
+this mode wants. The worker is Celery's own WorkController and the beat Celery's own
+EmbeddedService, each in a daemon thread (issue 11 item 7: no test helper, no home-made
+beat loop). The served application's beat uses the same DatabaseScheduler as `celery beat`
+in services mode, so user schedules (schedules/) fire in both modes; any other process
+(the CLI, tests) runs beat on the static schedule only (in memory), so a schedule never
+fires twice. Either way the beat expires pending approvals (fail-closed) every few seconds.
 """
 
 from __future__ import annotations
@@ -19,6 +19,9 @@ import logging
 import threading
 
 import httpx
+from celery.beat import EmbeddedService
+from celery.utils.nodenames import anon_nodename
+from celery.worker import WorkController
 from django.conf import settings
 
 log = logging.getLogger("hermes.embedded")
@@ -39,9 +42,7 @@ def start_if_configured(*, with_beat: bool = False) -> None:
             start_simulator()
         if settings.CELERY_BROKER_URL.startswith("memory://") and not settings.CELERY_TASK_ALWAYS_EAGER:
             start_worker()
-            start_expiry_sweep()
-            if with_beat and settings.EMBEDDED_BEAT:
-                start_beat()
+            start_beat(user_schedules=with_beat and settings.EMBEDDED_BEAT)
         _started.set()
 
 
@@ -85,40 +86,34 @@ def start_simulator() -> str:
     return server.url
 
 
+class EmbeddedWorker(WorkController):
+    """Celery's own worker (``WorkController``, what `celery worker` runs) in a thread of
+    this process. ``celery.apps.worker.Worker`` is not used because it installs signal
+    handlers, which only the main thread may do. ``started`` is set once the consumer is
+    ready to take tasks."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        self.started = threading.Event()
+        super().__init__(*args, **kwargs)
+
+    def on_consumer_ready(self, consumer) -> None:
+        self.started.set()
+
+
 def start_worker() -> None:
     """Run a Celery worker with a thread pool in a daemon thread of this process."""
-    from celery.contrib.testing.worker import TestWorkController
-
     from hermes_web.celery import app
 
-    from celery.utils.nodenames import anon_nodename
-
-    worker = TestWorkController(
+    worker = EmbeddedWorker(
         app=app, pool="threads", concurrency=settings.EMBEDDED_WORKER_THREADS,
         hostname=anon_nodename(), loglevel="WARNING", logfile=None, ready_callback=None,
         without_heartbeat=True, without_mingle=True, without_gossip=True,
     )
     thread = threading.Thread(target=worker.start, name="hermes-embedded-worker", daemon=True)
     thread.start()
-    worker.ensure_started()
+    worker.started.wait(timeout=30)
     _handles["worker"] = worker
     log.warning("embedded Celery worker started (%s threads)", settings.EMBEDDED_WORKER_THREADS)
-
-
-def start_beat():
-    """Run Celery beat (settings.CELERY_BEAT_SCHEDULER: django-celery-beat's
-    DatabaseScheduler) in a daemon thread of this process: what the Procfile's `beat`
-    process does in services mode. Its tasks go to the in-memory broker, which the embedded
-    worker consumes. Returns the service thread (``.stop()`` ends it)."""
-    from celery.beat import EmbeddedService
-
-    from hermes_web.celery import app
-
-    beat = EmbeddedService(app, thread=True, scheduler_cls=settings.CELERY_BEAT_SCHEDULER)
-    beat.start()
-    _handles["beat"] = beat
-    log.warning("embedded Celery beat started (%s)", settings.CELERY_BEAT_SCHEDULER)
-    return beat
 
 
 def expiry_sweep_interval(timeout_seconds: float) -> float:
@@ -128,40 +123,27 @@ def expiry_sweep_interval(timeout_seconds: float) -> float:
     return max(1.0, min(5.0, timeout_seconds / 10))
 
 
-def start_expiry_sweep() -> threading.Thread:
-    """Run approvals.services.approval_expire_due in a daemon thread every
-    ``expiry_sweep_interval`` seconds (what CELERY_BEAT_SCHEDULE["approvals-expire"] does
-    in services mode), and turn_recover_task on its beat schedule. An expiry enqueues the turn's resume on the in-memory broker, which
-    the embedded worker consumes. A failing sweep is logged and retried next tick."""
+def start_beat(*, user_schedules: bool = False):
+    """Run Celery's own beat in a daemon thread (``celery.beat.EmbeddedService``, what
+    `celery worker -B` embeds) on CELERY_BEAT_SCHEDULE, with the approval expiry every
+    ``expiry_sweep_interval`` seconds instead of its services-mode period. Its tasks go
+    to the in-memory broker, which the embedded worker consumes. ``user_schedules``: use
+    settings.CELERY_BEAT_SCHEDULER (django-celery-beat's DatabaseScheduler: the users'
+    schedules too, what the Procfile's `beat` runs); else the static entries only, kept in
+    memory (``celery.beat:Scheduler``). Returns the service (``.stop()`` ends it)."""
+    from hermes_web.celery import app
+
     interval = expiry_sweep_interval(float(settings.HERMES["APPROVAL_TIMEOUT_SECONDS"]))
-    stop = threading.Event()
-
-    recover_every = float(settings.CELERY_BEAT_SCHEDULE["turns-recover"]["schedule"])
-
-    def sweep() -> None:
-        import time
-
-        from django.db import close_old_connections
-
-        from approvals.services import approval_expire_due
-        from sessions.tasks import turn_recover_task
-
-        last_recover = time.monotonic()
-        while not stop.wait(interval):
-            close_old_connections()
-            try:
-                approval_expire_due()
-                if time.monotonic() - last_recover >= recover_every:
-                    last_recover = time.monotonic()
-                    turn_recover_task()  # re-enqueue turns whose worker died (beat's job)
-            except Exception:  # the database may be briefly locked; try again next tick
-                log.exception("embedded periodic sweep failed")
-
-    thread = threading.Thread(target=sweep, name="hermes-embedded-expiry", daemon=True)
-    thread.start()
-    _handles["expiry"] = (thread, stop)
-    log.warning("embedded approval expiry sweep every %.1f s", interval)
-    return thread
+    schedule = {name: dict(entry) for name, entry in settings.CELERY_BEAT_SCHEDULE.items()}
+    schedule["approvals-expire"]["schedule"] = interval
+    app.conf.beat_schedule = schedule
+    scheduler = settings.CELERY_BEAT_SCHEDULER if user_schedules else "celery.beat:Scheduler"
+    beat = EmbeddedService(app, thread=True, scheduler_cls=scheduler, max_interval=interval)
+    beat.start()
+    _handles["beat"] = beat
+    log.warning("embedded Celery beat started (%s; approval expiry every %.1f s)", scheduler,
+                interval)
+    return beat
 
 
 def __getattr__(name: str):

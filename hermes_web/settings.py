@@ -340,6 +340,9 @@ HERMES = {
     # `manage.py hermes chat` in embedded mode runs its own worker threads (tests that
     # provide a worker turn this off).
     "CLI_EMBEDDED_WORKER": True,
+    # What starts that worker (and the simulator): a dotted path, so the command in
+    # sessions/ does not import the project package (issue 11 item 2).
+    "EMBEDDED_START": "hermes_web.embedded.start_if_configured",
     # Loop.
     "MAX_ITERATIONS": int(env_str("HERMES_MAX_ITERATIONS", "90")),
     # Delegation (agents/tools/delegate.py): iteration budget of each child agent, and the

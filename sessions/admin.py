@@ -89,8 +89,8 @@ class ChildTaskInline(ReadOnlyInline):
 
 BREAKER_FIELDS = ["lease_owner", "lease_expires_at", "stop_requested",
                   "compaction_ineffective_count", "compaction_fallback_streak",
-                  "compaction_recovery_deadline", "compaction_failure_cooldown_until",
-                  "compaction_state", "prune_rearm_tokens", "usage_anchor", "cache_health",
+                  "compaction_recovery_deadline", "compaction_state",
+                  "prune_rearm_tokens", "usage_anchor", "cache_health",
                   "cache_warning", "event_seq", "message_count", "bypass_approvals"]
 
 
@@ -116,6 +116,19 @@ class SessionAdmin(admin.ModelAdmin):
     def get_search_results(self, request: HttpRequest, queryset: QuerySet, search_term: str):
         queryset, _ = super().get_search_results(request, queryset, search_term)
         return queryset.distinct(), False
+
+    # The breaker's counters, read from its one stored state (compaction_state).
+    @admin.display(description="Compaction ineffective count")
+    def compaction_ineffective_count(self, obj: Session):
+        return (obj.compaction_state or {}).get("ineffective_count", 0)
+
+    @admin.display(description="Compaction fallback streak")
+    def compaction_fallback_streak(self, obj: Session):
+        return (obj.compaction_state or {}).get("fallback_streak", 0)
+
+    @admin.display(description="Compaction recovery deadline")
+    def compaction_recovery_deadline(self, obj: Session):
+        return (obj.compaction_state or {}).get("recovery_deadline")
 
 
 @admin.register(Message)

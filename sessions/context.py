@@ -24,12 +24,13 @@ from django.utils import timezone
 from agents.breaker import PROCESS_CLOCK_ID, CompactionBreaker
 from agents.cache import CacheSettings
 from agents.cache_strategy import CacheStrategy, SessionRhythm, choose_cache_strategy, long_gaps
-from agents.compaction import (Skip, build_summary_request, compaction_threshold,
+from agents.compaction import (ROLLING_SUMMARY_KIND, SUMMARY_KIND, Skip,
+                               build_summary_request, compaction_threshold,
                                compacted_transcript, drop_middle, fallback_summary,
                                plan_compaction)
 from agents.errors import TransportError
 from agents.messages import Message as AgentMessage
-from agents.prune import is_cold_resume, plan_prune
+from agents.prune import plan_prune
 from agents.tokens import estimate_message_tokens, estimate_text_tokens
 from sessions.events import event_append
 from sessions.leases import (compaction_lease_acquire, compaction_lease_release,
@@ -56,23 +57,20 @@ def breaker_load(session: Session) -> CompactionBreaker:
 
 
 def breaker_fields(session: Session, breaker: CompactionBreaker) -> dict:
-    """The Session columns holding the breaker: its JSON state and the admin-visible
-    counters mirrored from it (for one UPDATE together with other per-response state)."""
+    """The Session column holding the breaker, its JSON state (for one UPDATE together with
+    other per-response state); stored once, never mirrored."""
     state = breaker.to_dict()
     session.compaction_state = state
-    return {"compaction_state": state,
-            "compaction_ineffective_count": breaker.ineffective_count,
-            "compaction_fallback_streak": breaker.fallback_streak,
-            "compaction_recovery_deadline": state.get("recovery_deadline")}
+    return {"compaction_state": state}
 
 
 def breaker_save(session: Session, breaker: CompactionBreaker) -> None:
-    """Persist the breaker (JSON) and mirror its counters into the admin-visible columns."""
+    """Persist the breaker (JSON)."""
     Session.objects.filter(pk=session.pk).update(**breaker_fields(session, breaker))
 
 
-def transcript_replace(*, session: Session, turn_owner: str, new_live: list[AgentMessage],
-                       kind_of_first: dict[int, str] | None = None) -> list[AgentMessage]:
+def transcript_replace(*, session: Session, turn_owner: str,
+                       new_live: list[AgentMessage]) -> list[AgentMessage]:
     """In the caller's transaction: archive every live row (active=0, compacted=1) and insert
     ``new_live`` as fresh live rows in order. Returns them with their new ids."""
     lease_validate(session=session, owner=turn_owner)
@@ -80,12 +78,10 @@ def transcript_replace(*, session: Session, turn_owner: str, new_live: list[Agen
     # tool_calls, so archiving does no search-index work (migration 0002).
     Message.objects.filter(session=session, active=True).update(active=False, compacted=True)
     Session.objects.filter(pk=session.pk).update(transcript_version=F("transcript_version") + 1)
-    kinds = kind_of_first or {}
     # One INSERT for the whole live set (ids come back, in order, from RETURNING): a tail of
     # a few hundred rows inserted one by one cost more than archiving 10,000 (bench-context).
     rows = Message.objects.bulk_create([
-        message_row(session=session, message=m, kind=kinds.get(i, ""))
-        for i, m in enumerate(new_live)])
+        message_row(session=session, message=m) for m in new_live])
     Session.objects.filter(pk=session.pk).update(message_count=len(rows),
                                                  last_activity_at=timezone.now())
     return [message_to_agent(r) for r in rows]
@@ -104,7 +100,8 @@ def session_compact(*, ctx, sink, history: list[AgentMessage], forced: bool,
         if not decision.allowed:
             return None
     window = ctx.profile.context_window
-    first = not Message.objects.filter(session=session, kind="summary").exists()
+    first = not Message.objects.filter(session=session,
+                                       kind__in=(SUMMARY_KIND, ROLLING_SUMMARY_KIND)).exists()
     plan = plan_compaction(history, window=window, estimate=estimate_message_tokens,
                            first_compaction=first)
     if isinstance(plan, Skip):
@@ -122,7 +119,7 @@ def session_compact(*, ctx, sink, history: list[AgentMessage], forced: bool,
             compaction_lease_validate(session=session, owner=owner)
             summary_index = len(plan.head)
             stored = transcript_replace(session=session, turn_owner=ctx.owner,
-                                        new_live=new_live, kind_of_first={summary_index: "summary"})
+                                        new_live=new_live)
             breaker.on_compaction_committed(kind)
             breaker_save(session, breaker)
             Session.objects.filter(pk=session.pk).update(
@@ -159,7 +156,7 @@ def _summarise(ctx, sink, plan,
     try:
         response = ctx.transport.complete(request, on_text=lambda _t: None)
     except TransportError as exc:
-        breaker.on_summariser_failure(transient=bool(getattr(exc.classified, "retryable", False)))
+        breaker.on_summariser_failure(transient=bool(exc.classified and exc.classified.retryable))
         log.warning("summariser failed for session %s: %s", ctx.session.pk, exc)
         return "fallback", drop_middle(plan), str(exc)[:300]
     sink.usage_recorded(response.usage, request, response, purpose="summary")
@@ -290,8 +287,7 @@ def session_micro_compact(*, ctx, sink) -> bool:
     folded = response.message.content.strip() or fallback_summary(plan.exchange)
     with transaction.atomic():
         stored = transcript_replace(session=session, turn_owner=ctx.owner,
-                                    new_live=micro_commit(plan, folded),
-                                    kind_of_first={0: "summary"})
+                                    new_live=micro_commit(plan, folded))
         event_append(session_id=session.pk, type="compaction", payload={
             "turn_id": ctx.turn.pk, "kind": "micro", "reason": "micro",
             "tokens_before": sum(estimate_message_tokens(m) for m in live),

@@ -48,10 +48,8 @@ class Session(models.Model):
     # Interrupt flag, checked by the worker between chunks and tools.
     stop_requested = models.BooleanField(default=False)
     # Durable breaker / hysteresis / calibration state (agents/compaction.py, prune.py, tokens.py).
-    compaction_ineffective_count = models.IntegerField(default=0)
-    compaction_fallback_streak = models.IntegerField(default=0)
-    compaction_recovery_deadline = models.JSONField(null=True, blank=True)
-    compaction_failure_cooldown_until = models.DateTimeField(null=True, blank=True)
+    # The breaker lives in compaction_state alone (CompactionBreaker.to_dict); the admin
+    # shows its counters from there (sessions/admin.py).
     compaction_state = models.JSONField(default=dict, blank=True)
     compaction_count = models.IntegerField(default=0)
     # The per-session compaction lease (300 s), re-validated inside the commit transaction.
@@ -110,8 +108,9 @@ class Message(models.Model):
         null=True, blank=True, help_text="Chars of the sent text that are static scaffold "
         "(declared by the builder; the cache planner splits there).")
     kind = models.CharField(max_length=20, blank=True, default="",
-                            help_text="'summary' for compaction summaries, 'skill' for skill "
-                                      "invocations, '' otherwise.")
+                            help_text="'summary' for compaction summaries, 'rolling_summary' for "
+                                      "the micro-compaction summary, 'incomplete', 'refusal', "
+                                      "'' otherwise.")
     active = models.BooleanField(default=True)
     compacted = models.BooleanField(default=False)
     created_at = models.DateTimeField(default=timezone.now)
@@ -157,7 +156,8 @@ class Turn(models.Model):
         max_length=20, blank=True, default="",
         help_text="Who started the turn: '' a person (browser, CLI), 'child' a parent agent's "
                   "delegate call, 'schedule' a beat schedule, 'webhook' an inbound webhook.")
-    iterations = models.IntegerField(default=0)
+    iterations = models.IntegerField(
+        default=0, help_text="Model calls of this turn that got a reply, resumes included.")
     error = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)

@@ -23,6 +23,7 @@ from django.utils.safestring import SafeString, mark_safe
 from markdown_it import MarkdownIt
 
 from sessions.highlight import code_highlight
+from sessions.hooks import APPROVALS
 from sessions.models import RunEvent, Session, Turn, UsageRecord
 from sessions.selectors import event_list_after, message_list_display
 from sessions.steer import STEER, STEERED
@@ -106,10 +107,6 @@ def argument_summary(arguments: Any) -> str:
     return text if len(text) <= SUMMARY_CHARS else text[:SUMMARY_CHARS - 1] + "…"
 
 
-_EXIT_CODE = re.compile(r"\[exit code (-?\d+)\]\s*$")
-"""The last line of a terminal tool result (agents/tools/terminal.py)."""
-
-
 def tool_card(call: dict, result: dict | None = None, *,
               approval_state: str | None = None) -> dict:
     """Context for the tool-call partial: ``call`` is {id, name, arguments}; ``result`` the
@@ -118,12 +115,6 @@ def tool_card(call: dict, result: dict | None = None, *,
     result's metadata (sessions/tool_cards.py)."""
     output = None if result is None else (result.get("content") or "")
     status, label = tool_status(result=result, approval_state=approval_state)
-    if status == "done" and output and call.get("name") == "terminal" and not (
-            result or {}).get("tool_meta"):
-        # A row stored before tool results kept metadata: its last line is the exit code.
-        exit_code = _EXIT_CODE.search(output)
-        if exit_code and exit_code.group(1) != "0":
-            status, label = "failed", f"exit {exit_code.group(1)}"
     if output is not None and len(output) > OUTPUT_PREVIEW_CHARS:
         output = output[:OUTPUT_PREVIEW_CHARS] + f"\n… ({len(output):,} chars in all)"
     arguments = call.get("arguments")
@@ -212,13 +203,11 @@ def event_html(event: dict, *, user=None, user_label: str = "You") -> str | None
         card = tool_card(call, message) if call else _orphan_result(message)
         return _partial("tool-result", {"card": card})
     if type in APPROVAL_EVENTS:
-        from approvals.rendering import approval_event_html
-
         approval = payload.get("approval") or {}
         approval_id = approval.get("id", payload.get("approval_id"))
         if user is None or approval_id is None:
             return None
-        html = approval_event_html(user=user, payload={"approval": {"id": approval_id}})
+        html = APPROVALS.event_html(user=user, payload={"approval": {"id": approval_id}})
         if html and approval.get("state") in APPROVAL_STATUSES and approval.get("tool_call_id"):
             html += _partial("tool-card", {"card": _approval_card_status(approval)})
         return html or None
@@ -322,16 +311,12 @@ def transcript_context(*, session: Session, user, request=None) -> dict:
     Returns {"last_seq", "items", "status", "streaming", "streaming_index", "queued",
     "approval_cards", "user_label"}.
     """
-    from approvals.models import ApprovalRequest
-    from approvals.rendering import approval_card_html
-
     last_seq = Session.objects.values_list("event_seq", flat=True).get(pk=session.pk)
     rows = [message_to_display(m) for m in message_list_display(session=session)]
     turns = list(Turn.objects.filter(session=session).order_by("id"))
     results = {m["tool_call_id"]: m for m in rows if m["role"] == "tool"}
     user_label = viewer_label(session=session, user=user)
-    approvals = dict(ApprovalRequest.objects.filter(session=session).order_by("id")
-                     .values_list("tool_call_id", "state"))  # the latest per call wins
+    approvals = APPROVALS.states(session)  # approvals/ answers (sessions/hooks.py)
     footers = _turn_footers(turns)
     items: list[dict] = []
     shown_results: set[str] = set()
@@ -364,9 +349,7 @@ def transcript_context(*, session: Session, user, request=None) -> dict:
     reason = ""
     if running is None and turns and turns[-1].status == Turn.Status.BUDGET_BLOCKED:
         state, reason = "budget_blocked", turns[-1].error  # resumable once the cap is raised
-    approval_cards = [approval_card_html(a, user, request=request) for a in
-                      ApprovalRequest.objects.filter(session=session,
-                                                     state=ApprovalRequest.State.PENDING)]
+    approval_cards = APPROVALS.cards_html(session, user, request)
     queued = [{"turn_id": t.pk, "text": t.input_text[:2000], "steer": t.kind == STEER}
               for t in turns
               if t.user_message_id is None and t.status in (Turn.Status.QUEUED,

@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
 
+from cachetools import LRUCache
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from accounts.budgets import BudgetedTransport
 from agents.budget import IterationBudget
 from agents.cache import CacheSettings
 from agents.errors import (ApprovalRequired, DelegationRequested, LeaseLost, TransportError,
@@ -32,6 +31,7 @@ from agents.messages import Message as AgentMessage
 from agents.messages import ModelRequest, ModelResponse, ToolCall
 from agents.prompt import build_system_prompt, recover_stable_len
 from agents.providers import ProviderProfile, model_output_cap, resolve_profile
+from agents.reduction import ReductionState, recovery_plan, reduction_plan
 from agents.request import RequestPipeline
 from agents.spend_caps import BudgetExceeded
 from agents.tokens import Calibrator, estimate_text_tokens
@@ -41,11 +41,16 @@ from agents.tools.dispatch import dispatch_tool_calls
 from agents.tools.ledger import split_by_ledger
 from agents.tools.spill import apply_spill
 from agents.transports import get_transport
+from agents.transports.errors import QUOTA_ADVICE
 from agents.transports.patience import Patience, PatientTransport, routes_resting
 from agents.transports.retry import RetryPolicy
 from sessions import delegation, toolbox
 from sessions.clarify import clarify_question_create
+from sessions.context import (CACHE_TTL_SECONDS, breaker_fields, breaker_load, cache_settings,
+                              cache_strategy, cache_strategy_store, session_compact,
+                              session_micro_compact, session_prune)
 from sessions.events import event_append
+from sessions.hooks import APPROVALS, MONEY
 from sessions.inputs import prompt_session_label
 from sessions.leases import lease_held_by_other, lease_renew, lease_validate
 from sessions.models import Session, Turn
@@ -146,8 +151,8 @@ class BoundSession:
 
 
 BOUND_SESSIONS_MAX = 32
-_bound: OrderedDict[int, BoundSession] = OrderedDict()
-_bound_lock = threading.Lock()
+_bound: LRUCache[int, BoundSession] = LRUCache(maxsize=BOUND_SESSIONS_MAX)
+_bound_lock = threading.Lock()  # cachetools caches are not thread-safe; worker threads share it
 
 
 def _bound_take(session_id: int) -> BoundSession | None:
@@ -157,9 +162,7 @@ def _bound_take(session_id: int) -> BoundSession | None:
 
 def _bound_keep(session_id: int, entry: BoundSession) -> None:
     with _bound_lock:
-        _bound[session_id] = entry
-        while len(_bound) > BOUND_SESSIONS_MAX:
-            _bound.popitem(last=False)
+        _bound[session_id] = entry  # the least recently kept session goes past the maximum
 
 
 @dataclass
@@ -206,7 +209,7 @@ class TurnContext:
             notice=lambda seconds, hint, attempts: self.throttle_notice(
                 primary, seconds, hint, attempts))
         # Every provider call of the turn (loop, finalizer, summaries) passes the spend caps.
-        return BudgetedTransport(patient, session=self.session, on_warning=lambda text: (
+        return MONEY.budgeted(patient, session=self.session, on_warning=lambda text: (
             event_append(session_id=self.session.pk, type="budget.warning",
                          payload={"turn_id": self.turn.pk, "reason": text})))
 
@@ -296,8 +299,6 @@ class TurnContext:
 
     @cached_property
     def breaker(self):
-        from sessions.context import breaker_load
-
         return breaker_load(self.session)
 
     @cached_property
@@ -344,8 +345,8 @@ def turn_execute(*, session: Session, turn: Turn, owner: str) -> str:
         except TransportError as exc:
             return _finish(ctx, sink, Turn.Status.FAILED, "turn.failed",
                            {"reason": _readable(exc),
-                            "interrupted_tool": getattr(exc, "interrupted_call", None),
-                            "partial_kept": bool(getattr(exc, "partial", ""))},
+                            "interrupted_tool": exc.interrupted_call,
+                            "partial_kept": bool(exc.partial)},
                            error=str(exc))
         except (OperationalError, InterfaceError):
             raise  # the connection died, not a bug in the turn: the task resumes the turn
@@ -355,8 +356,6 @@ def turn_execute(*, session: Session, turn: Turn, owner: str) -> str:
                            {"reason": f"Internal error ({type(exc).__name__}); the message "
                                       "was kept and you can retry."}, error=repr(exc))
     if settings.HERMES["MICRO_COMPACTION"]:
-        from sessions.context import session_micro_compact
-
         try:
             session_micro_compact(ctx=ctx, sink=sink)
         except LeaseLost:
@@ -370,8 +369,6 @@ def turn_execute(*, session: Session, turn: Turn, owner: str) -> str:
 def _reduce_by_hand(ctx: TurnContext, sink: DbSink) -> str:
     """`/compact` or `/prune` typed in the chat: run it now, whatever the gates say (the
     breaker still records the outcome)."""
-    from sessions.context import session_compact, session_prune
-
     with transaction.atomic():
         lease_validate(session=ctx.session, owner=ctx.owner)
         Turn.objects.filter(pk=ctx.turn.pk).update(status=Turn.Status.RUNNING,
@@ -469,12 +466,11 @@ def _bind(ctx: TurnContext, history: tuple[AgentMessage, ...]) -> None:
 
 
 def _prepare(ctx: TurnContext, sink: DbSink, history: list[AgentMessage]):
-    """Repair, reduce when a gate says so, plan. Reductions run only here, at an iteration
-    boundary, after every result of the previous batch is stored."""
-    from sessions.context import (cache_settings, cache_strategy, cache_strategy_store,
-                                  cold_resume, session_compact, session_prune)
-
+    """Repair, reduce when the plan says so (agents/reduction.py decides the order), plan.
+    Reductions run only here, at an iteration boundary, after every result of the previous
+    batch is stored."""
     lease_renew(session=ctx.session, owner=ctx.owner, seconds=settings.HERMES["LEASE_SECONDS"])
+    strategy = None
     if ctx.first_request:
         # The cache strategy is chosen once per turn, before its first request is planned:
         # TTLs only matter for the writes that must outlive the idle gap after this turn.
@@ -482,30 +478,34 @@ def _prepare(ctx: TurnContext, sink: DbSink, history: list[AgentMessage]):
                                   prompt_tokens=estimate_text_tokens(ctx.session.system_prompt))
         ctx.pipeline.cache = cache_settings(strategy)
     prepared = ctx.pipeline.prepare(history)
+    hermes = settings.HERMES
+    plan = reduction_plan(ReductionState(
+        first_request=ctx.first_request, idle_seconds=ctx.idle_seconds,
+        idle_compaction_seconds=hermes["IDLE_COMPACTION_SECONDS"],
+        cold_prune=strategy.prune_on_cold_resume if strategy else hermes["PRUNE_ON_COLD_RESUME"],
+        # Cold means past the TTL the PREVIOUS turn's message breakpoints carried.
+        cache_ttl_seconds=CACHE_TTL_SECONDS.get(ctx.session.cache_message_ttl, 300),
+        prune_trigger_tokens=hermes["PRUNE_TRIGGER_TOKENS"],
+        compaction_enabled=hermes["COMPACTION_ENABLED"], compactions=ctx.compactions,
+        over_threshold=ctx.pipeline.calibrator.should_compact(prepared.rough_tokens)))
     reduced = None
-    idle_compaction = settings.HERMES["IDLE_COMPACTION_SECONDS"]
-    if ctx.first_request and 0 < idle_compaction <= ctx.idle_seconds:
-        # Idle compaction on resume (hermes' opt-in): the prefix is cold anyway.
-        reduced = session_compact(ctx=ctx, sink=sink, history=prepared.history, forced=False,
-                                  reason="idle")
-    if (reduced is None and ctx.first_request
-            and cold_resume(ctx.session, strategy, idle_seconds=ctx.idle_seconds)):
-        reduced = session_prune(ctx=ctx, history=prepared.history,
-                                projected=prepared.projected_tokens, cold=True)
-    elif settings.HERMES["PRUNE_TRIGGER_TOKENS"] > 0:
-        reduced = session_prune(ctx=ctx, history=prepared.history,
-                                projected=prepared.projected_tokens)
-    if (reduced is None and settings.HERMES["COMPACTION_ENABLED"] and ctx.compactions == 0
-            and ctx.pipeline.calibrator.should_compact(prepared.rough_tokens)):
-        # At most one automatic compaction per turn (B10); the breaker may still refuse.
-        reduced = session_compact(ctx=ctx, sink=sink, history=prepared.history, forced=False,
-                                  reason="threshold")
-        if reduced is None:
-            _notice_breaker(ctx)
+    for step in plan:  # the first step that commits a reduction ends the plan
+        if step in ("idle_compaction", "compaction"):
+            reduced = session_compact(ctx=ctx, sink=sink, history=prepared.history,
+                                      forced=False,
+                                      reason="idle" if step == "idle_compaction" else "threshold")
+            if reduced is None and step == "compaction":
+                _notice_breaker(ctx)  # the breaker refused
+        else:
+            reduced = session_prune(ctx=ctx, history=prepared.history,
+                                    projected=prepared.projected_tokens,
+                                    cold=step == "cold_prune")
+        if reduced is not None:
+            break
     if reduced is not None:
         ctx.compactions += 1
         prepared = ctx.pipeline.prepare(reduced)
-    if ctx.first_request:
+    if strategy is not None:
         cache_strategy_store(ctx.session, strategy)
     ctx.first_request = False
     for added in prepared.added:  # stored, so the next request is identical (history.py)
@@ -518,8 +518,6 @@ def _execute(ctx: TurnContext, sink: DbSink, calls: list[ToolCall]):
     """Answer from the tool-result ledger what already ran (a redelivered task, a replayed
     call id), report a call that started with no recorded output as of unknown outcome,
     dispatch the rest; each call is announced when it starts and ledgered when it ends."""
-    from approvals.services import gate_state
-
     # A delegate call's only effect is the transaction that creates its children and saves
     # the turn awaiting them; the turn runs again only after its result is ledgered. So a
     # delegate call announced with no ledgered result never took effect: run it again
@@ -534,7 +532,7 @@ def _execute(ctx: TurnContext, sink: DbSink, calls: list[ToolCall]):
     pending: list = []
     fresh = [calls[i] for i in split.to_run]
     if fresh:
-        state = gate_state(session=ctx.session, turn=ctx.turn)
+        state = APPROVALS.gate_state(session=ctx.session, turn=ctx.turn)
         registry = toolbox.registry_for(ctx.session)
         # execute_code's script calls tools back through the same registry and policy gate.
         tool_ctx = toolbox.with_code_rpc(tool_ctx, registry=registry,
@@ -571,8 +569,6 @@ def _execute(ctx: TurnContext, sink: DbSink, calls: list[ToolCall]):
 def _observe(ctx: TurnContext, request: ModelRequest, response: ModelResponse) -> None:
     """Where the billed count arrives: re-anchor calibration, judge the compaction verdict,
     track cache health; all persisted on the row."""
-    from sessions.context import breaker_fields
-
     billed = response.usage.prompt_tokens if response.usage else None
     calibrator = ctx.pipeline.calibrator
     calibrator.after_response(billed)
@@ -589,43 +585,38 @@ def _observe(ctx: TurnContext, request: ModelRequest, response: ModelResponse) -
 
 def _recover(ctx: TurnContext, sink: DbSink, history: list[AgentMessage],
              exc: TransportError):
-    """Read the classifier's hints (never the message; defect 4) and return the history to
-    retry with, or None to fail. The loop refuses to resend a request identical to the one
-    that failed, so every branch here must change the bytes or give up.
-
-    - Overflow whose body says the input alone fits: only lower max_tokens (B25).
-    - Other overflow: one forced compaction. While the breaker is tripped: a notice that it
-      tripped, then a forced prune of old tool output first (no model call); the forced
-      compaction only when the prune freed nothing, and never twice in a turn (B10).
-    - History shape (B01, B02, B17): reload the rows, validate them from scratch, and send
-      the earlier turns' tool exchanges as plain text (legal on every provider)."""
-    from sessions.context import session_compact, session_prune
-
+    """Run the recovery agents/reduction.py::recovery_plan chose from the classifier's
+    hints; return the history to retry with (the first step that yields one), or None to
+    fail."""
     ctx.pipeline.calibrator.after_error()
     hint = exc.classified
-    if hint is None:
-        return None
-    if hint.compress:
-        if ctx.pipeline.note_overflow(hint.input_tokens, hint.context_limit):
-            return history  # the next request asks for less output, sized by the provider
-        if ctx.breaker.tripped:
+    plan = recovery_plan(compress=bool(hint and hint.compress),
+                         history_shape=bool(hint and hint.history_shape),
+                         breaker_tripped=ctx.breaker.tripped, compactions=ctx.compactions)
+    for step in plan:
+        if step == "shrink_output":
+            if ctx.pipeline.note_overflow(hint.input_tokens, hint.context_limit):
+                return history  # the next request asks for less output, sized by the provider
+        elif step == "notice_breaker":
             _notice_breaker(ctx)
+        elif step == "forced_prune":
             prepared = ctx.pipeline.prepare(history)
             pruned = session_prune(ctx=ctx, history=prepared.history,
                                    projected=prepared.projected_tokens, forced=True)
-            if pruned is not None or ctx.compactions:
+            if pruned is not None:
                 return pruned
-        compacted = session_compact(ctx=ctx, sink=sink, history=history, forced=True,
-                                    reason="overflow")
-        if compacted is not None:
-            ctx.compactions += 1
-        return compacted
-    if hint.history_shape:
-        ctx.bound = None
-        ctx.pipeline.repair_strictly()
-        event_append(session_id=ctx.session.pk, type="history.repaired", payload={
-            "turn_id": ctx.turn.pk, "reason": hint.message[:300]})
-        return history_load(session=ctx.session)
+        elif step == "forced_compaction":
+            compacted = session_compact(ctx=ctx, sink=sink, history=history, forced=True,
+                                        reason="overflow")
+            if compacted is not None:
+                ctx.compactions += 1
+                return compacted
+        elif step == "repair_history":
+            ctx.bound = None
+            ctx.pipeline.repair_strictly()
+            event_append(session_id=ctx.session.pk, type="history.repaired", payload={
+                "turn_id": ctx.turn.pk, "reason": hint.message[:300]})
+            return history_load(session=ctx.session)
     return None
 
 
@@ -644,8 +635,6 @@ def _await_approval(ctx: TurnContext, sink: DbSink, exc: ApprovalRequired) -> st
     """Save the turn as waiting for the first pending call's kind of answer: a clarify
     question (AWAITING_ANSWER) or approval decisions (AWAITING_APPROVAL). Calls after it
     are re-gated on resume."""
-    from approvals.services import approval_request_create
-
     first = exc.pending[0][1] if exc.pending else None
     if first is not None and first.rule == CLARIFY_RULE:
         return _await_answer(ctx, sink, exc.pending[0][0])
@@ -656,7 +645,7 @@ def _await_approval(ctx: TurnContext, sink: DbSink, exc: ApprovalRequired) -> st
         # ends cancelled (the unanswered calls are repaired as never run).
         stopped = Session.objects.filter(pk=ctx.session.pk, stop_requested=True).exists()
         if not stopped:
-            rows = approval_request_create(
+            rows = APPROVALS.requests_create(
                 session=ctx.session, turn=ctx.turn, workspace=str(ctx.workspace),
                 pending=[(c, d) for c, d in exc.pending if d is None or d.rule != CLARIFY_RULE])
             Turn.objects.filter(pk=ctx.turn.pk).update(status=Turn.Status.AWAITING_APPROVAL,
@@ -747,16 +736,14 @@ def _readable(exc: TransportError) -> str:
     """A provider failure as sentences a person can act on (no stack trace): what failed,
     which tool call was cut off (never run; B21), whether the text shown was kept (B22),
     and what to do about quota (B23)."""
-    from agents.transports.errors import QUOTA_ADVICE
-
     classified = exc.classified
-    reason = getattr(getattr(classified, "reason", None), "value", None) or "provider_error"
+    reason = classified.reason.value if classified is not None else "provider_error"
     text = f"The model provider failed ({reason}): {str(exc)[:300]}"
-    interrupted = getattr(exc, "interrupted_call", None)
+    interrupted = exc.interrupted_call
     if interrupted:
         text += f" The reply was cut off while writing a call to {interrupted}; it was not run."
-    if getattr(exc, "partial", ""):
+    if exc.partial:
         text += " The text shown so far was kept, marked incomplete."
-    if getattr(classified, "quota", False):
+    if classified is not None and classified.quota:
         text += " " + QUOTA_ADVICE
     return text

@@ -9,16 +9,15 @@ from __future__ import annotations
 from django.db.models import Q, QuerySet
 from django.http import Http404
 
-from accounts.models import Membership
+from sessions.hooks import TEAMS
 from sessions.models import Message, RunEvent, Session
 
 
 def admin_team_ids(*, user) -> list[int]:
-    """Ids of the teams in which ``user`` is an admin."""
+    """Ids of the teams in which ``user`` is an admin (accounts/ answers: sessions/hooks.py)."""
     if not user.is_authenticated:
         return []
-    return list(Membership.objects.filter(user=user, role=Membership.Role.ADMIN)
-                .values_list("team_id", flat=True))
+    return list(TEAMS.admin_team_ids(user))
 
 
 def session_visible_q(*, user) -> Q:

@@ -15,11 +15,11 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from accounts.models import Membership
 from sessions.events import event_append
+from sessions.hooks import TEAMS
 from sessions.models import Message, Session, Turn
 from sessions.steer import STEER, turn_running
-from sessions.waits import WAITING_STATUSES, turn_ended, waits_cancel
+from sessions.waits import WAITING_STATUSES, turn_ended, turn_resume_on_commit, waits_cancel
 
 DEFAULT_TITLE = "New session"
 WELCOME_README = """# Welcome to your Hermes workspace
@@ -61,8 +61,7 @@ def session_create(*, user, title: str = "", team=None) -> Session:
     if len(title) > 200:
         raise ValidationError("A title can be at most 200 characters.")
     if team is None:
-        membership = Membership.objects.filter(user=user).select_related("team").first()
-        team = membership.team if membership else None
+        team = TEAMS.team_default(user)
     provider, model = provider_default()
     with transaction.atomic():
         session = Session.objects.create(owner=user, team=team, title=title,
@@ -126,8 +125,6 @@ def turn_start(*, session: Session, user, text: str, origin: str = "") -> Turn:
     turns are unattended and machine-built: sessions/inputs.py). Raises ValidationError
     (nothing stored) for bad input.
     """
-    from sessions.tasks import turn_run_task
-
     check_message_text(text)
     if session.owner_id != user.pk:
         raise ValidationError("Only the session's owner can send messages.")
@@ -146,7 +143,7 @@ def turn_start(*, session: Session, user, text: str, origin: str = "") -> Turn:
         if "title" in updates:
             event_append(session_id=session.pk, type="session.updated",
                          payload={"title": updates["title"]})
-        turn_run_task.delay_on_commit(session.pk)
+        turn_resume_on_commit(session.pk)  # the worker task, on commit (waits.py)
     return turn
 
 
@@ -158,8 +155,6 @@ def turn_steer(*, session: Session, user, text: str) -> Turn:
     sessions/steer.py). If no turn claims it before the running one ends, it runs as the next
     queued turn, in order. Same validation as turn_start; a slash command is refused (it is
     a command, not a correction). Raises ValidationError (nothing stored)."""
-    from sessions.tasks import turn_run_task
-
     check_message_text(text)
     if session.owner_id != user.pk:
         raise ValidationError("Only the session's owner can send messages.")
@@ -179,7 +174,7 @@ def turn_steer(*, session: Session, user, text: str) -> Turn:
             event_append(session_id=session.pk, type="session.updated",
                          payload={"title": updates["title"]})
         # Enqueued in any case: if the running turn ends first, this is the next turn.
-        turn_run_task.delay_on_commit(session.pk)
+        turn_resume_on_commit(session.pk)
     return turn
 
 
@@ -205,8 +200,6 @@ def turn_stop(*, session: Session) -> bool:
     requests show as cancelled,
     expiry can no longer resume it, and queued messages behind it run next. Returns True if
     a turn was running, queued or waiting."""
-    from sessions.tasks import turn_run_task
-
     with transaction.atomic():
         _lock_lineage(session)
         waiting = list(Turn.objects.filter(session=session, status__in=WAITING_STATUSES))
@@ -223,7 +216,7 @@ def turn_stop(*, session: Session) -> bool:
                     "turn_id": turn.pk,
                     "reason": f"Stopped while {what}; nothing pending was run."})
             if Turn.objects.filter(session=session, status=Turn.Status.QUEUED).exists():
-                turn_run_task.delay_on_commit(session.pk)
+                turn_resume_on_commit(session.pk)  # the worker task, on commit (waits.py)
             return True
         active = Turn.objects.filter(session=session, status__in=[
             Turn.Status.RUNNING, Turn.Status.QUEUED]).exists()

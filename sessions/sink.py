@@ -15,14 +15,13 @@ from decimal import Decimal
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
-from accounts.budgets import budgets_for, reservations_settle
-from accounts.pricing import usage_cost_fields
 from agents.messages import Message as AgentMessage
 from agents.messages import ModelRequest, ModelResponse, ToolCall, Usage
 from agents.pricing import Buckets
 from agents.tokens import estimate_message_tokens, estimate_text_tokens
 from agents.tools.ledger import LedgerEntry, LedgerKey, ledger_key
 from sessions.events import event_append
+from sessions.hooks import MONEY
 from sessions.leases import lease_validate
 from sessions.models import Message, RunEvent, Session, ToolResultLedger, Turn, UsageRecord
 from sessions.steer import steers_land, steers_waiting
@@ -169,7 +168,7 @@ class DbSink:
             self.usage_total["served_by"].append(served)
         now = timezone.now()
         # Priced at the route that served the call (a fallback may be another provider).
-        cost, columns = usage_cost_fields(provider=provider, model=model, at=now,
+        cost, columns = MONEY.cost_fields(provider=provider, model=model, at=now,
                                           buckets=buckets_of_usage(usage))
         with transaction.atomic():
             UsageRecord.objects.create(
@@ -182,9 +181,9 @@ class DbSink:
                 cache_write_1h_tokens=usage.cache_write_1h_tokens,
                 reasoning_tokens=usage.reasoning_tokens, estimated_prompt_tokens=self.estimate,
                 raw=usage.raw, created_at=now, **columns,
-                cost_flagged=cost.usd is None and bool(budgets_for(self.session)),
+                cost_flagged=cost.usd is None and MONEY.has_budgets(self.session),
             )
-            reservations_settle(session_id=self.session.pk)
+            MONEY.reservations_settle(session_id=self.session.pk)
         for key, value in (("input_tokens", usage.input_tokens),
                            ("output_tokens", usage.output_tokens),
                            ("cache_read_tokens", usage.cache_read_tokens),

@@ -24,7 +24,7 @@ def message_to_agent(row: Message) -> AgentMessage:
         tool_calls=tuple(ToolCall.from_dict(c) for c in row.tool_calls or ()),
         tool_call_id=row.tool_call_id or None, tool_name=row.tool_name or None,
         is_error=row.is_error, reasoning=row.reasoning or None,
-        stable_prefix_len=row.stable_prefix_chars, id=row.id,
+        stable_prefix_len=row.stable_prefix_chars, kind=row.kind, id=row.id,
     )
 
 
@@ -37,13 +37,15 @@ def history_load(*, session: Session) -> list[AgentMessage]:
 def message_row(*, session: Session, message: AgentMessage, kind: str = "",
                 tool_meta: dict | None = None) -> Message:
     """An unsaved row for ``message`` (the one place the agent → row mapping lives).
-    ``tool_meta``: a tool result's display metadata (agents.tools.ToolOutput.metadata)."""
+    ``kind``: overrides ``message.kind`` when given. ``tool_meta``: a tool result's display
+    metadata (agents.tools.ToolOutput.metadata)."""
     return Message(
         session=session, role=message.role, content=message.content,
         sent_content=message.sent_content,
         tool_calls=[c.to_dict() for c in message.tool_calls],
         tool_call_id=message.tool_call_id or "", tool_name=message.tool_name or "",
-        is_error=message.is_error, reasoning=message.reasoning or "", kind=kind,
+        is_error=message.is_error, reasoning=message.reasoning or "",
+        kind=kind or message.kind,
         stable_prefix_chars=message.stable_prefix_len, tool_meta=tool_meta or {},
     )
 

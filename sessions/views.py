@@ -18,10 +18,10 @@ from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import reswap, retarget
 
-from accounts.spend import session_costs, sessions_with_cost, usage_export
 from sessions.delegation import child_cards, children_cost
 from sessions.events import event_to_dict
 from sessions.forms import MessageForm, RenameForm, SearchForm
+from sessions.hooks import MONEY
 from sessions.models import Session
 from sessions.search import message_search
 from sessions.rendering import event_frame, transcript_context, viewer_label
@@ -47,7 +47,7 @@ def session_list_view(request: HttpRequest) -> HttpResponse:
     q = SearchForm(request.GET).query()
     archived = request.GET.get("archived") == "1"
     context = {"q": q, "archived": archived,
-               "sessions": sessions_with_cost(session_list(user=request.user, query=q,
+               "sessions": MONEY.sessions_with_cost(session_list(user=request.user, query=q,
                                                            archived=archived)),
                "team_sessions": [] if q or archived else session_list_team(user=request.user)[:20]}
     template = "sessions/list.html#session-rows" if request.htmx else "sessions/list.html"
@@ -71,7 +71,7 @@ def session_detail_view(request: HttpRequest, session_id: int) -> HttpResponse:
     context = {"session": session, "form": MessageForm(),
                # A child agent's session is read-only: it works only on its delegated task.
                "can_write": session.owner_id == request.user.pk and session.parent_id is None,
-               "session_cost": session_costs([session.pk]).get(session.pk),
+               "session_cost": MONEY.session_costs([session.pk]).get(session.pk),
                "children_cost": children_cost(session),
                **transcript_context(session=session, user=request.user, request=request)}
     return render(request, "sessions/detail.html", context)
@@ -266,7 +266,7 @@ def session_export_view(request: HttpRequest, session_id: int) -> JsonResponse:
                     "model": session.model, "started_at": session.started_at.isoformat()},
         "system_prompt": session.system_prompt, "texts": EXPORT_TEXTS,
         "messages": [_message_export(row) for row in rows],
-        "usage": usage_export(session)},
+        "usage": MONEY.usage_export(session)},
         json_dumps_params={"ensure_ascii": False})
     response["Content-Disposition"] = f'inline; filename="session-{session.pk}.json"'
     return response

@@ -39,25 +39,6 @@
     return Array.prototype.slice.call(template.content.children);
   }
 
-  /* A terminal command that ran but exited non-zero is not "done": the tool result ends
-     with "[exit code N]" (agents/tools/terminal.py), so such a card shows "exit N" in the
-     attention state ("failed"). A tool error (timeout, refusal) stays "error". Cards the
-     server already marks failed are left as they are. */
-  var EXIT_CODE = /\[exit code (-?\d+)\]\s*$/;
-  function markExit(card) {
-    if (!card.classList || !card.classList.contains("tool-card") || card.dataset.status !== "done") return;
-    var output = card.querySelector(".tool-output pre");
-    var match = output && EXIT_CODE.exec(output.textContent);
-    if (!match || match[1] === "0") return;
-    card.dataset.status = "failed";
-    var badge = card.querySelector(".tool-status");
-    if (badge) { badge.textContent = "exit " + match[1]; badge.className = "tool-status status-failed"; }
-  }
-  function markExits(root) {
-    if (root.classList && root.classList.contains("tool-card")) markExit(root);
-    Array.prototype.forEach.call(root.querySelectorAll(".tool-card"), markExit);
-  }
-
   /* Put one rendered element in place: replace the element with the same id (merging only
      the parts listed in data-merge, so a finished tool card keeps its arguments), else
      append it to the transcript (before a streaming bubble, which always stays last). */
@@ -75,7 +56,6 @@
           if (from && to) to.replaceWith(from);
         });
         Object.keys(el.dataset).forEach(function (k) { existing.dataset[k] = el.dataset[k]; });
-        markExits(existing);
         if (window.htmx) htmx.process(existing);
         return;
       }
@@ -86,7 +66,6 @@
       var streaming = document.getElementById("streaming");
       transcript.insertBefore(el, streaming && el !== streaming ? streaming : null);
     }
-    markExits(el);
     if (window.htmx) htmx.process(el);
   }
 
@@ -242,7 +221,6 @@
     if (!socket && !closedForGood) { clearTimeout(retryTimer); connect(); }
   });
 
-  markExits(transcript);
   restoreDraft();
   connect();
   /* A notice from the last action (e.g. "There is nothing to rewind.") is at the top of the

@@ -1,5 +1,7 @@
-"""The rules that keep the architecture visible: agents/ is plain Python, the loop stays
-short, modules stay small, every tool is documented, the sessions app keeps its label."""
+"""The rules that keep the architecture visible: the loop stays short, modules stay small,
+every tool is documented and declares what the policy judges, the sessions app keeps its
+label. Who may import whom (agents/ imports no Django, arrows point down, no cycle) is
+tests/test_imports.py."""
 
 from __future__ import annotations
 
@@ -8,23 +10,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 AGENTS = ROOT / "agents"
-
-
-def _imports(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(), filename=str(path))
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module.split(".")[0])
-    return names
-
-
-def test_agents_never_imports_django():
-    offenders = [str(p.relative_to(ROOT)) for p in AGENTS.rglob("*.py")
-                 if {"django", "channels", "celery"} & _imports(p)]
-    assert offenders == []
 
 
 def test_agents_never_reads_the_environment():
@@ -59,6 +44,10 @@ def test_every_registered_tool_has_a_description_and_schema():
     for spec in registry.specs():
         assert spec.description.strip(), spec.name
         assert spec.input_schema.get("type") == "object", spec.name
+    for name in registry.names():  # the policy judges these declarations (issue 11 item 5)
+        tool = registry.get(name)
+        assert isinstance(tool.read_only, bool) and callable(tool.targets), name
+        assert callable(tool.command) and callable(tool.paths), name
 
 
 def test_sessions_app_label_is_agent_sessions():

@@ -125,9 +125,12 @@ def test_dispatch_is_called_only_by_the_runner_and_always_with_the_policy_gate()
             callers.append((path, funcs, isinstance(gate, ast.Call) and called_name(gate)))
     assert callers == [("sessions/runner.py", ("_execute",), "policy_gate")]
 
-    # The gate it gets calls agents.policy.decide, and the runner's execute is that function.
+    # The gate it gets (toolbox.policy_gate → sessions/gate.py) calls agents.policy.decide,
+    # and the runner's execute is that function.
     toolbox = modules["sessions/toolbox.py"]
-    gate_calls = [called_name(c) for c, funcs, _ in calls_with_scope(toolbox)
+    assert "policy_gate" in [called_name(c) for c, funcs, _ in calls_with_scope(toolbox)
+                             if funcs[:1] == ("policy_gate",)]
+    gate_calls = [called_name(c) for c, funcs, _ in calls_with_scope(modules["sessions/gate.py"])
                   if funcs[:1] == ("policy_gate",)]
     assert "decide" in gate_calls
     runner = modules["sessions/runner.py"]

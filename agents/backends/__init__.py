@@ -60,3 +60,34 @@ class Backend(Protocol):
 
 
 __all__ = ["Backend", "CommandResult"]
+
+
+BackendKind = Literal["sandbox", "local"]
+
+
+def backend_select(choice: str, *, sandbox_works: Callable[[], bool]) -> BackendKind:
+    """The one backend rule: HERMES_BACKEND ``choice`` is "local", "sandbox" or "auto"
+    (the sandbox when ``sandbox_works()``, else local). Raises BackendUnavailable when the
+    sandbox is demanded but does not work (fail closed rather than silently run on the
+    host); raises ValueError for any other ``choice``. The runner, the policy and the
+    Settings page all read its answer (sessions/backends.py)."""
+    if choice not in ("local", "sandbox", "auto"):
+        raise ValueError(f"HERMES_BACKEND={choice!r}: expected local, sandbox or auto")
+    if choice in ("sandbox", "auto") and sandbox_works():
+        return "sandbox"
+    if choice == "sandbox":
+        raise BackendUnavailable(choice=choice,
+                                 reason="HERMES_BACKEND=sandbox but bubblewrap does not work "
+                                        "here")
+    return "local"
+
+
+class BackendUnavailable(RuntimeError):
+    """The configured backend cannot run commands on this host. ``choice``: the
+    HERMES_BACKEND value; ``reason``: a sentence for the operator. A RuntimeError, as the
+    selector raised before it had a type of its own."""
+
+    def __init__(self, *, choice: str, reason: str):
+        super().__init__(reason)
+        self.choice = choice
+        self.reason = reason

@@ -17,6 +17,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from agents.errors import ToolError
 from agents.messages import ToolSpec
 
 if TYPE_CHECKING:
@@ -76,21 +77,74 @@ class Tool(Protocol):
     """One tool the model can call.
 
     ``read_only``: never changes anything (may join a concurrent run without paths).
-    ``interactive``: needs a human mid-call (always a barrier). ``paths(args, ctx)``: the
-    canonical paths a call reads or writes, ``[]`` when it has no path scope, ``None`` when
-    the scope cannot be determined (the scheduler then treats the call as a barrier; seed,
-    "Dispatch: not parallel, not serial, segmented"). ``run`` raises agents.errors.ToolError
-    for failures the model should read.
+    ``interactive``: needs a human mid-call (always a barrier). ``targets(args)``: the paths
+    a call names, as given (lexical), each with its access, ``[]`` for none; raises
+    ToolError when the arguments name no usable path. ``command(args)``: the shell command
+    a call runs, else None. ``paths(args, ctx)``: the canonical paths a call reads or
+    writes (``targets`` resolved in the workspace), ``[]`` when it has no path scope,
+    ``None`` when the scope cannot be determined (the scheduler then treats the call as a
+    barrier; seed, "Dispatch: not parallel, not serial, segmented"). The policy
+    (agents/policy.py) judges what ``read_only``, ``targets`` and ``command`` declare, so a
+    tool's path arguments are read in one place. ``run`` raises agents.errors.ToolError for
+    failures the model should read.
     """
 
     spec: ToolSpec
     read_only: bool
     interactive: bool
 
+    def targets(self, args: dict[str, Any]) -> list[tuple[str, Access]]: ...
+
+    def command(self, args: dict[str, Any]) -> str | None: ...
+
     def paths(self, args: dict[str, Any], ctx: ToolContext) -> PathScope | None: ...
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput: ...
 
 
-__all__ = ["CURRENT_CALL_ID", "Access", "PathScope", "Tool", "ToolContext", "ToolOutput",
-           "DEFAULT_CONTEXT_WINDOW"]
+EFFECTS = ("files", "state", "delegation", "code")
+"""The words a tool's ``effect`` may declare (agents/policy.py decide)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolFacts:
+    """What a tool declares about one call, for the policy (agents/policy.py decide).
+
+    ``declared``: False for an unknown tool, or one that declares no ``targets``/``command``
+    (the policy then asks). ``read_only``: Tool.read_only. ``targets``: Tool.targets(args),
+    None when the arguments name no usable path (ToolError). ``command``: Tool.command(args).
+    ``effect``: Tool.effect, what the tool does besides paths and commands: "files" (the
+    default: judged by targets/command), "state" (notes, a task list, a question to the
+    user), "delegation" (child agents), "code" (Python through the command backend).
+    """
+
+    declared: bool
+    effect: str = "files"
+    read_only: bool = False
+    targets: tuple[tuple[str, Access], ...] | None = ()
+    command: str | None = None
+
+
+def tool_facts(tool: Tool | None, args: dict[str, Any]) -> ToolFacts:
+    """The ToolFacts of a call of ``tool`` (None: not registered) with ``args``."""
+    # A tool written before targets/command were declared says nothing the policy can
+    # judge: undeclared, so it asks (fail closed) instead of being guessed at by name.
+    targets_of, command_of = (getattr(tool, "targets", None), getattr(tool, "command", None))
+    effect = getattr(tool, "effect", "files")
+    if effect not in EFFECTS:
+        effect = "files"  # an unknown word is judged as files: never a looser path
+    if tool is None or targets_of is None or command_of is None:
+        return ToolFacts(declared=False, effect=effect)
+    try:
+        targets: tuple[tuple[str, Access], ...] | None = tuple(targets_of(args))
+    except ToolError:
+        targets = None
+    if targets is not None and not all(isinstance(p, str) and p.strip() and "\0" not in p
+                                       for p, _ in targets):
+        targets = None
+    return ToolFacts(declared=True, effect=effect, read_only=bool(tool.read_only),
+                     targets=targets, command=command_of(args))
+
+
+__all__ = ["CURRENT_CALL_ID", "Access", "PathScope", "Tool", "ToolContext", "ToolFacts", "ToolOutput",
+           "DEFAULT_CONTEXT_WINDOW", "tool_facts"]

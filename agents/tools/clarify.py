@@ -18,7 +18,7 @@ from typing import Any
 from agents.errors import ToolError
 from agents.messages import ToolCall, ToolSpec
 from agents.policy_context import Decision
-from agents.tools import CURRENT_CALL_ID, PathScope, ToolContext, ToolOutput
+from agents.tools import CURRENT_CALL_ID, Access, PathScope, ToolContext, ToolOutput
 
 MAX_QUESTION_CHARS = 2000
 MAX_CHOICES = 4
@@ -84,6 +84,15 @@ class ClarifyTool:
         },
     )
     read_only = True
+
+    effect = "state"  # a question to the user
+
+    def targets(self, args: dict[str, Any]) -> list[tuple[str, Access]]:
+        """No path arguments: the policy judges the declared effect."""
+        return []
+
+    def command(self, args: dict[str, Any]) -> str | None:
+        return None
     interactive = True
 
     def paths(self, args: dict[str, Any], ctx: ToolContext) -> PathScope | None:

@@ -32,7 +32,7 @@ from typing import Any
 from agents.errors import DelegationRequested, ToolError
 from agents.messages import Message, ToolSpec
 from agents.tokens import estimate_text_tokens
-from agents.tools import PathScope, ToolContext, ToolOutput
+from agents.tools import Access, PathScope, ToolContext, ToolOutput
 from agents.tools.spill import CHARS_PER_TOKEN, SpillLimits, spill_message
 
 DELEGATE_TOOL = "delegate"
@@ -315,6 +315,15 @@ class DelegateTool:
     spec: ToolSpec = field(default_factory=lambda: ToolSpec(
         name=DELEGATE_TOOL, description=DESCRIPTION, input_schema=SCHEMA))
     read_only: bool = False
+
+    effect = "delegation"  # child agents, each gated in its own session
+
+    def targets(self, args: dict[str, Any]) -> list[tuple[str, Access]]:
+        """No path arguments: the policy judges the declared effect."""
+        return []
+
+    def command(self, args: dict[str, Any]) -> str | None:
+        return None
     interactive: bool = False
 
     def paths(self, args: dict[str, Any], ctx: ToolContext) -> PathScope | None:

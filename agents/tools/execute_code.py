@@ -33,7 +33,7 @@ from typing import Any
 
 from agents.errors import ToolError
 from agents.messages import ToolSpec
-from agents.tools import PathScope, ToolContext, ToolOutput
+from agents.tools import Access, PathScope, ToolContext, ToolOutput
 from agents.tools.workspace import Workspace
 
 DEFAULT_TIMEOUT = 60
@@ -187,6 +187,15 @@ class ExecuteCode:
         },
     )
     read_only = False
+
+    effect = "code"  # Python through the command backend
+
+    def targets(self, args: dict[str, Any]) -> list[tuple[str, Access]]:
+        """No path arguments: the policy judges the declared effect."""
+        return []
+
+    def command(self, args: dict[str, Any]) -> str | None:
+        return None
     interactive = False
 
     def paths(self, args: dict[str, Any], ctx: ToolContext) -> PathScope | None:

@@ -17,7 +17,7 @@ from typing import Any
 
 from agents.errors import ToolError
 from agents.messages import ToolSpec
-from agents.tools import PathScope, ToolContext, ToolOutput
+from agents.tools import Access, PathScope, ToolContext, ToolOutput
 from agents.tools.workspace import Workspace
 
 READ_DEFAULT_LIMIT = 500
@@ -56,6 +56,12 @@ def _path_arg(args: dict[str, Any], key: str = "path") -> str:
     return value
 
 
+def _resolved(targets: list[tuple[str, Access]], ctx: ToolContext) -> PathScope:
+    """A call's declared targets resolved in the workspace (the scheduler's scope)."""
+    ws = Workspace(ctx.workspace)
+    return [(ws.resolve(path), access) for path, access in targets]
+
+
 class ReadFile:
     """read_file {path, offset=1, limit=500} → numbered lines ("     1\\tline") and a footer
     telling how to continue when more remain. Binary files are refused."""
@@ -81,8 +87,14 @@ class ReadFile:
     read_only = True
     interactive = False
 
+    def targets(self, args: dict[str, Any]) -> list[tuple[str, Access]]:
+        return [(_path_arg(args), "read")]
+
+    def command(self, args: dict[str, Any]) -> str | None:
+        return None
+
     def paths(self, args: dict[str, Any], ctx: ToolContext) -> PathScope | None:
-        return [(Workspace(ctx.workspace).resolve(_path_arg(args)), "read")]
+        return _resolved(self.targets(args), ctx)
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         ws = Workspace(ctx.workspace)
@@ -149,8 +161,14 @@ class WriteFile:
     read_only = False
     interactive = False
 
+    def targets(self, args: dict[str, Any]) -> list[tuple[str, Access]]:
+        return [(_path_arg(args), "write")]
+
+    def command(self, args: dict[str, Any]) -> str | None:
+        return None
+
     def paths(self, args: dict[str, Any], ctx: ToolContext) -> PathScope | None:
-        return [(Workspace(ctx.workspace).resolve(_path_arg(args)), "write")]
+        return _resolved(self.targets(args), ctx)
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         ws = Workspace(ctx.workspace)
@@ -223,9 +241,14 @@ class Patch:
             return [e if isinstance(e, dict) else {} for e in edits]
         return [args]
 
+    def targets(self, args: dict[str, Any]) -> list[tuple[str, Access]]:
+        return [(_path_arg(e), "write") for e in self._edits(args)]
+
+    def command(self, args: dict[str, Any]) -> str | None:
+        return None
+
     def paths(self, args: dict[str, Any], ctx: ToolContext) -> PathScope | None:
-        ws = Workspace(ctx.workspace)
-        return [(ws.resolve(_path_arg(e)), "write") for e in self._edits(args)]
+        return _resolved(self.targets(args), ctx)
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         ws = Workspace(ctx.workspace)

@@ -13,7 +13,7 @@ from agents.errors import ToolError
 from agents.memory import ACTIONS, MemoryRefused
 from agents.messages import ToolSpec
 from agents.todo import STATUSES, TodoRefused, todo_render
-from agents.tools import PathScope, ToolContext, ToolOutput
+from agents.tools import Access, PathScope, ToolContext, ToolOutput
 
 CHILD_MEMORY_ERROR = ("memory is read-only for delegated child agents (they never write "
                       "long-term memory); report the fact to the parent instead")
@@ -47,6 +47,15 @@ class MemoryTool:
         },
     )
     read_only = False
+
+    effect = "state"  # a user's notes: no file, no command
+
+    def targets(self, args: dict[str, Any]) -> list[tuple[str, Access]]:
+        """No path arguments: the policy judges the declared effect."""
+        return []
+
+    def command(self, args: dict[str, Any]) -> str | None:
+        return None
     interactive = False
 
     def paths(self, args: dict[str, Any], ctx: ToolContext) -> PathScope | None:
@@ -97,6 +106,15 @@ class TodoTool:
         },
     )
     read_only = False
+
+    effect = "state"  # the session's task list
+
+    def targets(self, args: dict[str, Any]) -> list[tuple[str, Access]]:
+        """No path arguments: the policy judges the declared effect."""
+        return []
+
+    def command(self, args: dict[str, Any]) -> str | None:
+        return None
     interactive = False
 
     def paths(self, args: dict[str, Any], ctx: ToolContext) -> PathScope | None:

@@ -12,7 +12,7 @@ from typing import Any
 
 from agents.errors import ToolError
 from agents.messages import ToolSpec
-from agents.tools import ToolContext, ToolOutput
+from agents.tools import Access, ToolContext, ToolOutput
 
 MAX_QUERY_CHARS = 500
 
@@ -31,6 +31,12 @@ class SessionSearchTool:
     )
     read_only = True
     interactive = False
+
+    def targets(self, args: dict[str, Any]) -> list[tuple[str, Access]]:
+        return []
+
+    def command(self, args: dict[str, Any]) -> str | None:
+        return None
 
     def paths(self, args: dict[str, Any], ctx: ToolContext):
         return []

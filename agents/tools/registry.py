@@ -10,10 +10,20 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
+from functools import lru_cache
 from typing import Any
 
 from agents.messages import ToolSpec
 from agents.tools import Tool
+from agents.tools.clarify import ClarifyTool
+from agents.tools.delegate import DelegateTool
+from agents.tools.execute_code import ExecuteCode
+from agents.tools.files import Patch, ReadFile, WriteFile
+from agents.tools.notes import MemoryTool, TodoTool
+from agents.tools.recall import SessionSearchTool
+from agents.tools.search import SearchFiles
+from agents.tools.skills import SkillsListTool, SkillViewTool
+from agents.tools.terminal import Terminal
 
 NAME_MATCH_CUTOFF = 0.7
 """difflib ratio for suggesting a registered name for a typo (hermes-facts §15)."""
@@ -128,10 +138,23 @@ def _check_value(schema: dict[str, Any], value: Any, where: str) -> str | None:
 
 
 def default_registry() -> ToolRegistry:
-    """A fresh registry with the built-in tools: read_file, write_file, patch,
+    """A fresh registry with the file and terminal tools: read_file, write_file, patch,
     search_files, terminal (hermes-facts §18, the file and terminal toolsets)."""
-    from agents.tools.files import Patch, ReadFile, WriteFile
-    from agents.tools.search import SearchFiles
-    from agents.tools.terminal import Terminal
-
     return ToolRegistry([ReadFile(), WriteFile(), Patch(), SearchFiles(), Terminal()])
+
+
+def builtin_tools() -> tuple[Tool, ...]:
+    """Fresh instances of every built-in tool: the file and terminal tools, the skills
+    tools, session_search, delegate (issue 12), memory, todo, clarify and execute_code
+    (issue 13)."""
+    return (ReadFile(), WriteFile(), Patch(), SearchFiles(), Terminal(), SkillsListTool(),
+            SkillViewTool(), SessionSearchTool(), DelegateTool(), MemoryTool(), TodoTool(),
+            ClarifyTool(), ExecuteCode())
+
+
+@lru_cache(maxsize=1)
+def builtin_registry() -> ToolRegistry:
+    """The built-in tools, shared: do not register into it (build a ToolRegistry of
+    ``builtin_tools()`` for that). The policy judges a call by these tools' declarations
+    when the caller passes no registry (the ``hermes policy`` CLI, pure tests)."""
+    return ToolRegistry(builtin_tools())

@@ -18,7 +18,7 @@ from typing import Any
 
 from agents.errors import ToolError
 from agents.messages import ToolSpec
-from agents.tools import PathScope, ToolContext, ToolOutput
+from agents.tools import Access, PathScope, ToolContext, ToolOutput
 from agents.tools.files import BINARY_SNIFF_BYTES, is_binary
 from agents.tools.workspace import LINK_REFUSAL, Workspace
 
@@ -56,8 +56,18 @@ class SearchFiles:
     read_only = True
     interactive = False
 
+    def targets(self, args: dict[str, Any]) -> list[tuple[str, Access]]:
+        path = args.get("path") or "."
+        if not isinstance(path, str):
+            raise ToolError("'path' must be a string")
+        return [(path, "read")]
+
+    def command(self, args: dict[str, Any]) -> str | None:
+        return None
+
     def paths(self, args: dict[str, Any], ctx: ToolContext) -> PathScope | None:
-        return [(Workspace(ctx.workspace).resolve(args.get("path") or "."), "read")]
+        ws = Workspace(ctx.workspace)
+        return [(ws.resolve(path), access) for path, access in self.targets(args)]
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         pattern = args.get("pattern")

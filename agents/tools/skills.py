@@ -28,7 +28,7 @@ from typing import Any, Iterable
 from agents.cache import register_stable_prefix
 from agents.errors import ToolError
 from agents.messages import ToolSpec
-from agents.tools import PathScope, ToolContext, ToolOutput
+from agents.tools import Access, PathScope, ToolContext, ToolOutput
 from agents.tools.workspace import Workspace
 
 SKILL_FILE = "SKILL.md"
@@ -199,6 +199,12 @@ class SkillsListTool:
     read_only = True
     interactive = False
 
+    def targets(self, args: dict[str, Any]) -> list[tuple[str, Access]]:
+        return []
+
+    def command(self, args: dict[str, Any]) -> str | None:
+        return None
+
     def paths(self, args: dict[str, Any], ctx: ToolContext) -> PathScope | None:
         return []
 
@@ -222,6 +228,12 @@ class SkillViewTool:
                                   "required": ["name"], "additionalProperties": False})
     read_only = True
     interactive = False
+
+    def targets(self, args: dict[str, Any]) -> list[tuple[str, Access]]:
+        return []
+
+    def command(self, args: dict[str, Any]) -> str | None:
+        return None
 
     def paths(self, args: dict[str, Any], ctx: ToolContext) -> PathScope | None:
         return []

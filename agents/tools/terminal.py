@@ -16,7 +16,7 @@ from typing import Any
 
 from agents.errors import ToolError
 from agents.messages import ToolSpec
-from agents.tools import PathScope, ToolContext, ToolOutput
+from agents.tools import Access, PathScope, ToolContext, ToolOutput
 
 DEFAULT_TIMEOUT = 60
 MAX_TIMEOUT = 600
@@ -46,6 +46,13 @@ class Terminal:
     )
     read_only = False
     interactive = False
+
+    def targets(self, args: dict[str, Any]) -> list[tuple[str, Access]]:
+        return []  # what a command touches is parsed by the policy (agents/commands.py)
+
+    def command(self, args: dict[str, Any]) -> str | None:
+        command = args.get("command")
+        return command if isinstance(command, str) else ""  # "" → the policy denies
 
     def paths(self, args: dict[str, Any], ctx: ToolContext) -> PathScope | None:
         return []

@@ -25,9 +25,8 @@ from agents.providers import ProviderProfile
 from agents.transports import breakpoints as bp
 from agents.transports.errors import (PROVIDER_ERRORS, ClassifiedError, FailoverReason,
                                       StreamIncomplete)
-from agents.transports.retry import (RetryPolicy, TextTap, call_with_retries,
-                                     name_interrupted_call)
 from agents.transports.markers import cache_control, scaffold_split
+from agents.transports.retry import RetryPolicy, TextTap, call_with_retries
 from agents.transports.usage import merge_anthropic_stream_usage, usage_from_anthropic
 
 EMPTY_TEXT = "(empty)"
@@ -234,9 +233,7 @@ class AnthropicTransport:
 
 
 def _cancelled(partial: str) -> TurnCancelled:
-    error = TurnCancelled("stopped by the user while the reply streamed")
-    error.partial = partial  # type: ignore[attr-defined]
-    return error
+    return TurnCancelled("stopped by the user while the reply streamed", partial=partial)
 
 
 def read_stream(events: Any, tap: TextTap, should_stop: Callable[[], bool]) -> ModelResponse:
@@ -271,9 +268,9 @@ def read_stream(events: Any, tap: TextTap, should_stop: Callable[[], bool]) -> M
     except TurnCancelled:
         raise
     except PROVIDER_ERRORS as exc:  # a cut or an error event: name the call being written
-        name_interrupted_call(exc, next(
+        tap.interrupted_call = next(
             (b["name"] for b in blocks.values() if b["type"] == "tool_use" and not b["done"]),
-            None))
+            None)
         raise
     return _response(blocks, reasoning, start_usage, delta_usage, stop_reason, model)
 

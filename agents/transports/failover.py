@@ -176,7 +176,7 @@ class FailoverTransport:
                                                     on_text=on_text, should_stop=should_stop)
             except TransportError as error:
                 hint = error.classified
-                if not isinstance(hint, ClassifiedError) or getattr(error, "partial", ""):
+                if not isinstance(hint, ClassifiedError) or error.partial:
                     raise
                 if not (hint.fallback or hint.rotate_credential or hint.retryable):
                     raise  # deterministic for this payload on any route: the loop's to fix

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
+from httpx_sse import EventSource, SSEError
 
 from agents.errors import TurnCancelled
 from agents.messages import Breakpoint, Message, ModelRequest, ModelResponse, ToolCall
@@ -27,8 +28,7 @@ from agents.providers import ProviderProfile
 from agents.transports.errors import (PROVIDER_ERRORS, ProviderHTTPError, StreamErrorEvent,
                                       StreamIncomplete)
 from agents.transports.markers import cache_control, scaffold_split
-from agents.transports.retry import (RetryPolicy, TextTap, call_with_retries,
-                                     name_interrupted_call)
+from agents.transports.retry import RetryPolicy, TextTap, call_with_retries
 from agents.transports.usage import usage_from_openai
 
 EMPTY_TEXT = "(empty)"
@@ -197,7 +197,7 @@ class OpenAIChatTransport:
                     except ValueError:
                         body = response.text
                     raise ProviderHTTPError(response.status_code, body, response.headers)
-                return read_stream(_sse_data(response.iter_lines()), tap, should_stop)
+                return read_stream(_sse_data(response), tap, should_stop)
 
         kwargs = {"sleep": self._sleep} if self._sleep else {}
         return call_with_retries(attempt, on_text=on_text, policy=self.retry, **kwargs)
@@ -208,23 +208,19 @@ class OpenAIChatTransport:
 
 
 def _cancelled(partial: str) -> TurnCancelled:
-    error = TurnCancelled("stopped by the user while the reply streamed")
-    error.partial = partial  # type: ignore[attr-defined]
-    return error
+    return TurnCancelled("stopped by the user while the reply streamed", partial=partial)
 
 
-def _sse_data(lines: Iterator[str]) -> Iterator[str]:
-    """The ``data:`` payloads of an SSE stream (multi-line data joined by newlines)."""
-    data: list[str] = []
-    for line in lines:
-        if not line:
-            if data:
-                yield "\n".join(data)
-                data = []
-        elif line.startswith("data:"):
-            data.append(line[5:].lstrip(" "))
-    if data:
-        yield "\n".join(data)
+def _sse_data(response: httpx.Response) -> Iterator[str]:
+    """The non-empty ``data`` payloads of an SSE response, decoded by httpx-sse (multi-line
+    data, comments, ids, retry fields). A response that is not an event stream raises
+    StreamIncomplete: no final event can ever arrive on it."""
+    try:
+        for event in EventSource(response).iter_sse():
+            if event.data:
+                yield event.data
+    except SSEError as exc:
+        raise StreamIncomplete(str(exc)) from exc
 
 
 def read_stream(chunks: Iterator[str], tap: TextTap,
@@ -243,8 +239,8 @@ def read_stream(chunks: Iterator[str], tap: TextTap,
     try:
         return _fold_chunks(chunks, tap, should_stop, text, reasoning, refusal, calls)
     except PROVIDER_ERRORS as exc:  # a cut or an error event: name the call being written
-        name_interrupted_call(exc, next((s["name"] for _, s in sorted(calls.items())
-                                         if s["name"]), None))
+        tap.interrupted_call = next((s["name"] for _, s in sorted(calls.items())
+                                     if s["name"]), None)
         raise
 
 

@@ -5,7 +5,8 @@ B22: layers multiply). A retry happens only when the classifier says the same pa
 resent AND no visible text has reached the user yet; after text was shown, the failure is
 raised with the partial text so the caller can keep it and surface a notice (cases B21, B22).
 The server's retry-after hint is honoured; a hint above the cap fails over instead of
-sleeping (case B23).
+sleeping (case B23). tenacity runs the attempts; the retry condition and the delay are
+written here.
 
 Not here: classification (agents/transports/errors.py) and wire shapes.
 """
@@ -17,6 +18,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
+
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
 from agents.errors import TransportError
 from agents.transports.errors import PROVIDER_ERRORS, ClassifiedError, classify
@@ -50,11 +53,14 @@ class RetryPolicy:
 
 class TextTap:
     """Wraps ``on_text`` and remembers what was delivered, so a retry can tell whether the
-    user already saw something and a failure can carry the partial text."""
+    user already saw something and a failure can carry the partial text. The stream reader
+    sets ``interrupted_call`` to the tool whose call it was reading when the stream failed
+    (case B21)."""
 
     def __init__(self, on_text: Callable[[str], None]) -> None:
         self._on_text = on_text
         self.parts: list[str] = []
+        self.interrupted_call: str | None = None
 
     def __call__(self, text: str) -> None:
         self.parts.append(text)
@@ -65,50 +71,52 @@ class TextTap:
         return "".join(self.parts)
 
 
-def name_interrupted_call(exc: BaseException, name: str | None) -> None:
-    """Record on ``exc`` the tool whose call was being streamed when the stream failed
-    (case B21); read back by ``call_with_retries``."""
-    if name:
-        try:
-            exc.interrupted_call = name  # type: ignore[attr-defined]
-        except AttributeError:  # an exception class with slots: the name is only lost
-            pass
-
-
 def transport_error(classified: ClassifiedError, *, partial: str = "",
                     attempts: int = 1, interrupted_call: str | None = None) -> TransportError:
-    """Build the TransportError for ``classified``; ``.partial`` holds the visible text
-    already delivered ("" when none), ``.attempts`` the number of attempts made and
-    ``.interrupted_call`` the tool whose call the stream was cut in (never run; B21)."""
-    error = TransportError(f"{classified.reason.value}: {classified.message}", classified)
-    error.partial = partial  # type: ignore[attr-defined]
-    error.attempts = attempts  # type: ignore[attr-defined]
-    error.interrupted_call = interrupted_call  # type: ignore[attr-defined]
-    return error
+    """The TransportError for ``classified`` with its typed fields (agents/errors.py)."""
+    return TransportError(f"{classified.reason.value}: {classified.message}", classified,
+                          partial=partial, attempts=attempts, interrupted_call=interrupted_call)
 
 
 def call_with_retries(attempt: Callable[[TextTap], T], *, on_text: Callable[[str], None],
                       policy: RetryPolicy,
                       sleep: Callable[[float], None] = time.sleep) -> T:
-    """Run ``attempt(tap)`` until it returns, retrying retryable provider failures.
+    """Run ``attempt(tap)`` until it returns, retrying retryable provider failures (tenacity
+    drives the attempts; the condition and the delay are this module's rules).
 
     Each attempt gets a fresh TextTap over ``on_text``. Raises TransportError (with the
-    ClassifiedError, ``.partial`` and ``.attempts``) when the failure is not retryable, text
-    was already delivered, the server's hint exceeds ``policy.max_retry_after`` or the
-    attempts are spent. Non-provider exceptions (bugs, TurnCancelled) propagate unchanged.
+    ClassifiedError, ``partial``, ``attempts`` and ``interrupted_call``) when the failure is
+    not retryable, text was already delivered, the server's hint exceeds
+    ``policy.max_retry_after`` or the attempts are spent. Non-provider exceptions (bugs,
+    TurnCancelled) propagate unchanged.
     """
-    for number in range(1, policy.max_attempts + 1):
-        tap = TextTap(on_text)
-        try:
-            return attempt(tap)
-        except PROVIDER_ERRORS as exc:
-            classified = classify(exc)
-            hint = classified.retry_after
-            last = (number == policy.max_attempts or not classified.retryable or bool(tap.parts)
-                    or (hint is not None and hint > policy.max_retry_after))
-            if last:
-                raise transport_error(
-                    classified, partial=tap.text, attempts=number,
-                    interrupted_call=getattr(exc, "interrupted_call", None)) from exc
-            sleep(policy.delay(number, hint))
-    raise AssertionError("unreachable: the last attempt returns or raises")
+    taps: list[TextTap] = []
+
+    def once() -> T:
+        taps.append(TextTap(on_text))
+        return attempt(taps[-1])
+
+    def may_retry(exc: BaseException) -> bool:
+        # Never after visible text (B21, B22: the user would see it twice), never on a
+        # server hint longer than we sleep (B23: fail over instead).
+        if not isinstance(exc, PROVIDER_ERRORS):
+            return False
+        classified = classify(exc)
+        hint = classified.retry_after
+        return (classified.retryable and not taps[-1].parts
+                and (hint is None or hint <= policy.max_retry_after))
+
+    def wait(state: RetryCallState) -> float:
+        error = state.outcome.exception() if state.outcome else None
+        hint = classify(error).retry_after if error is not None else None
+        return policy.delay(state.attempt_number, hint)
+
+    retrying = Retrying(stop=stop_after_attempt(policy.max_attempts),
+                        retry=retry_if_exception(may_retry), wait=wait, sleep=sleep,
+                        reraise=True)
+    try:
+        return retrying(once)
+    except PROVIDER_ERRORS as exc:
+        tap = taps[-1]
+        raise transport_error(classify(exc), partial=tap.text, attempts=len(taps),
+                              interrupted_call=tap.interrupted_call) from exc

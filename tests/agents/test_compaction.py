@@ -169,6 +169,8 @@ def test_summary_message_is_marked() -> None:
     assert m.role == "user" and m.content.startswith("[CONTEXT COMPACTION — REFERENCE ONLY]")
     assert "the gist" in m.content and m.content.endswith(SUMMARY_SUFFIX)
     assert is_summary_message(m) and not is_summary_message(user("hi"))
+    # The kind decides, not the text: a user who types the marker writes an ordinary message.
+    assert not is_summary_message(user(m.content))
 
 
 def stored(n_exchanges: int) -> list[Message]:
@@ -223,7 +225,9 @@ def test_micro_compaction_without_archive_is_detected() -> None:
     plan = plan_micro_compaction(store.live(), keep_recent_exchanges=2)
     assert plan is not None
     store.commit((), micro_commit(plan, "folded"))
-    assert double_loaded(store.live()) == [1, 2, 3, 4]
+    # Every row older than the summary is live twice over: the folded exchange (1-4) and
+    # the survivors it re-inserted after itself (5-16).
+    assert double_loaded(store.live()) == list(range(1, 17))
 
 
 def test_micro_compaction_waits_for_results() -> None:

@@ -94,12 +94,56 @@ def test_unknown_tool_asks(ctx):
     assert (d.verdict, d.rule) == ("ask", "unknown_tool")
 
 
-def test_missing_user_denies_everything_but_read_only(ctx, ws):
+def test_missing_user_denies_everything_read_only_tools_included(ctx, ws):
+    """Issue 11 item 5: a read-only tool does not skip the identity check."""
     (ws / "a.txt").write_text("x")
     nobody = replace(ctx, user_id=None)
     assert check_command("ls", nobody).rule == "missing_identity"
     assert decide(call("write_file", path="a.txt", content="y"), nobody).verdict == "deny"
-    assert decide(call("read_file", path="a.txt"), nobody).verdict == "allow"
+    for read in (call("read_file", path="a.txt"), call("skills_list"),
+                 call("session_search", query="x")):
+        assert decide(read, nobody).rule == "missing_identity", read.name
+    assert decide(call("read_file", path="a.txt"), ctx).verdict == "allow"
+
+
+def test_the_policy_judges_what_a_tool_declares_not_its_name(ctx, ws):
+    """Issue 11 item 5: a tool is judged by Tool.read_only / targets / command, looked up in
+    the registry the caller passes; no list of names in the policy."""
+    from agents.messages import ToolSpec
+    from agents.tools.registry import ToolRegistry
+
+    class Notes:  # a read-only tool the policy has never heard of, naming a path
+        spec = ToolSpec(name="notes_read", description="d", input_schema={"type": "object"})
+        read_only, interactive = True, False
+
+        def targets(self, args):
+            return [(args["file"], "read")]
+
+        def command(self, args):
+            return None
+
+    class Shell:  # a second command tool: parsed and assessed like the terminal
+        spec = ToolSpec(name="shell2", description="d", input_schema={"type": "object"})
+        read_only, interactive = False, False
+
+        def targets(self, args):
+            return []
+
+        def command(self, args):
+            return args.get("cmd", "")
+
+    class Legacy:  # declares no targets/command: nothing to judge, so it asks
+        spec = ToolSpec(name="legacy", description="d", input_schema={"type": "object"})
+        read_only, interactive = True, False
+
+    tools = ToolRegistry([Notes(), Shell(), Legacy()])
+    (ws / "n.txt").write_text("x")
+    assert decide(call("notes_read", file="n.txt"), ctx, tools).rule == "read_only"
+    assert decide(call("notes_read", file="/etc/passwd"), ctx, tools).rule == "outside_workspace"
+    assert decide(call("shell2", cmd="rm -rf /"), ctx, tools).verdict == "deny"
+    assert decide(call("shell2", cmd="ls"), ctx, tools).verdict == "allow"
+    assert decide(call("legacy"), ctx, tools).rule == "unknown_tool"
+    assert decide(call("read_file", path="n.txt"), ctx, tools).rule == "unknown_tool"
 
 
 def test_identity_contextvar_fills_missing_ids_and_a_mismatch_denies(ctx):
@@ -181,8 +225,10 @@ def test_multi_file_patch_touching_one_protected_file_is_gated_whole(ctx):
              {"path": "CLAUDE.md", "old_string": "a", "new_string": "b"}]
     assert decide(call("patch", edits=edits), replace(ctx, bypass=True)).rule == "protected_file"
     assert decide(call("patch", edits=edits[:1]), ctx).verdict == "allow"
+    # A V4A patch body is not in the Patch schema: the tool declares no path for it, so the
+    # policy denies it instead of parsing a format the tool never accepts (issue 11 item 5).
     v4a = "*** Begin Patch\n*** Update File: src/a.py\n@@\n*** Add File: SOUL.md\n+x\n"
-    assert decide(call("patch", patch=v4a), ctx).rule == "protected_file"
+    assert decide(call("patch", patch=v4a), ctx).rule == "unparseable_arguments"
 
 
 def test_symlink_to_agents_md_is_resolved(ctx, ws):

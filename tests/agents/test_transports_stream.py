@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import httpx
 import pytest
 
 from agents.errors import TurnCancelled
@@ -25,8 +26,16 @@ def delta(finish=None, **fields):
 
 def fold(lines, should_stop=lambda: False):
     shown: list[str] = []
-    response = read_stream(_sse_data(iter(lines)), TextTap(shown.append), should_stop)
+    body = httpx.Response(200, headers={"content-type": "text/event-stream"},
+                          content=("\n".join(lines) + "\n").encode())  # events end blank
+    response = read_stream(_sse_data(body), TextTap(shown.append), should_stop)
     return response, shown
+
+
+def test_a_response_that_is_not_an_event_stream_is_incomplete():
+    body = httpx.Response(200, headers={"content-type": "application/json"}, content=b"{}")
+    with pytest.raises(StreamIncomplete):
+        list(_sse_data(body))
 
 
 def test_text_reasoning_and_usage_chunk():

@@ -37,7 +37,9 @@ def test_b10_breaker_trips_with_a_notice_and_one_compaction_per_turn(
     home = settings.HERMES["HOME"]
     home.mkdir(parents=True, exist_ok=True)
     # The system prompt alone sits over the 15K threshold: compaction can never get under.
-    (home / "SOUL.md").write_text("You are a careful agent. " * 1_900)
+    # Sized with the tool floor of issues 12-13 (delegate, memory, todo, clarify, execute_code):
+    # over the threshold, under the window (else an overflow compaction joins the turn).
+    (home / "SOUL.md").write_text("You are a careful agent. " * 1_750)
     session = session_create(user=alice)
     (workspace_path(session) / "big.txt").write_text("zebra filler line\n" * 100)
     for n in range(8):

@@ -218,7 +218,7 @@ def test_embedded_beat_fires_a_schedule_into_an_existing_session(alice, worker, 
     task = schedule.periodic_task
     task.last_run_at = timezone.now() - timedelta(seconds=58)  # due in ~2 s, not a minute
     task.save()
-    beat = start_beat()
+    beat = start_beat(user_schedules=True)
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:

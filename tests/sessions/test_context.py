@@ -97,7 +97,7 @@ def test_breaker_state_lives_on_the_row_and_survives_a_new_worker(small_window):
     session.refresh_from_db()
     breaker = breaker_load(session)  # what any worker binding to the session rehydrates
     assert breaker.ineffective_count >= 2
-    assert session.compaction_ineffective_count == breaker.ineffective_count
+    assert session.compaction_state["ineffective_count"] == breaker.ineffective_count
     assert not breaker.may_compact().allowed
     automatic = RunEvent.objects.filter(session=session, type="compaction",
                                         payload__reason="threshold")

@@ -195,8 +195,8 @@ def test_breaker_trips_on_an_incompressible_session_and_recovers_after_probation
     blocked = chat(user, session, small_read(turns))
     assert blocked.status == "completed", blocked.error
     session.refresh_from_db()
-    assert session.compaction_recovery_deadline == clock.now + RECOVERY_SECONDS
-    assert session.compaction_ineffective_count >= 2
+    assert session.compaction_state["recovery_deadline"] == clock.now + RECOVERY_SECONDS
+    assert session.compaction_state["ineffective_count"] >= 2
     clock.now += RECOVERY_SECONDS - 1
     assert chat(user, session, small_read(turns + 1)).status == "completed"
     assert automatic.count() == tripped_at
@@ -211,6 +211,6 @@ def test_breaker_trips_on_an_incompressible_session_and_recovers_after_probation
     session.refresh_from_db()
     breaker = breaker_load(session)
     assert not breaker.tripped and breaker.ineffective_count == 0
-    assert session.compaction_ineffective_count == 0
-    assert session.compaction_recovery_deadline is None
+    assert session.compaction_state["ineffective_count"] == 0
+    assert session.compaction_state["recovery_deadline"] is None
     assert "careful agent. You are a careful agent." not in session.system_prompt

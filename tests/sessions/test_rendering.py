@@ -36,14 +36,21 @@ def test_plain_events_really_have_no_partial():
 
 
 def test_a_terminal_result_with_a_nonzero_exit_code_shows_as_failed_even_when_long():
+    """The exit code comes from the stored tool metadata (issue 11 item 4), not the text."""
     from sessions.rendering import tool_card
 
     call = {"id": "t1", "name": "terminal", "arguments": {"command": "make"}}
     long_output = "x" * 50_000 + "\n[exit code 2]"
-    card = tool_card(call, {"content": long_output, "is_error": False})
+    card = tool_card(call, {"content": long_output, "is_error": False,
+                            "tool_meta": {"exit_code": 2}})
     assert card["status"] == "failed" and card["status_label"] == "exit 2"
-    ok = tool_card(call, {"content": "fine\n[exit code 0]", "is_error": False})
+    ok = tool_card(call, {"content": "fine\n[exit code 0]", "is_error": False,
+                          "tool_meta": {"exit_code": 0}})
     assert ok["status"] == "done" and ok["status_label"] == "done"
+    # Text that merely looks like an exit line (a file that was cat'ed) decides nothing.
+    typed = tool_card(call, {"content": "notes.txt says:\n[exit code 7]", "is_error": False,
+                             "tool_meta": {"exit_code": 0}})
+    assert typed["status"] == "done"
 
 
 def test_favicon_is_served(client):

@@ -23,7 +23,9 @@ import sys
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
+from django.utils.module_loading import import_string
 
+from sessions.hooks import MONEY
 from sessions.models import RunEvent, Session, Turn
 
 SUMMARY_AFTER = 5
@@ -64,8 +66,6 @@ class Command(BaseCommand):
         """Re-price history after rates change (accounts/pricing.py usage_reprice)."""
         from datetime import datetime, timezone
 
-        from accounts.pricing import usage_reprice
-
         since = None
         if options.get("since"):
             try:
@@ -73,7 +73,7 @@ class Command(BaseCommand):
                     tzinfo=timezone.utc)
             except ValueError:
                 raise CommandError(f"--since {options['since']!r}: expected YYYY-MM-DD")
-        counts = usage_reprice(since=since)
+        counts = MONEY.usage_reprice(since=since)
         self.stdout.write(f"repriced {counts['seen']} usage rows: {counts['changed']} changed, "
                           f"{counts['unknown']} of unknown cost")
 
@@ -105,10 +105,10 @@ class Command(BaseCommand):
         start_seq = session.event_seq
         if (settings.CELERY_BROKER_URL.startswith("memory://")
                 and settings.HERMES["CLI_EMBEDDED_WORKER"]):
-            # Embedded mode: this process is the worker (and the simulator's host) too.
-            from hermes_web.embedded import start_if_configured
-
-            start_if_configured()
+            # Embedded mode: this process is the worker (and the simulator's host) too. The
+            # starter is named by the settings (hermes_web/embedded.py), not imported from
+            # the project package above this app.
+            import_string(settings.HERMES["EMBEDDED_START"])()
         try:
             turn = turn_start(session=session, user=user, text=options["message"])
         except ValidationError as exc:
