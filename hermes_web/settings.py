@@ -131,6 +131,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "approvals.context_processors.pending_approvals",
+                "sessions.context_processors.sidebar",
             ],
         },
     },

@@ -31,6 +31,8 @@ EVENT_TYPES = frozenset({
     # provider failures (issue 10): a history repaired after a shape 400, the compaction
     # breaker pausing automatic compaction, a failover to another key or provider
     "history.repaired", "compaction.breaker_tripped", "provider.failover",
+    # the interface (issue 14): a deliberate model switch, a file uploaded to the workspace
+    "session.model_changed", "workspace.changed",
 })
 
 

@@ -235,7 +235,8 @@ def event_html(event: dict, *, user=None, user_label: str = "You") -> str | None
             "dom_id": dom_id("event", event["seq"]), "text": notice_text(type, payload),
             "summary_html": markdown_html(str(payload.get("summary") or ""))})
     if type in ("error", "cache.warning", "prune", "history.repaired",
-                "compaction.breaker_tripped", "provider.failover", "budget.warning"):
+                "compaction.breaker_tripped", "provider.failover", "budget.warning",
+                "session.model_changed"):
         return _partial("notice", {"level": "error" if type == "error" else "info",
                                    "dom_id": dom_id("event", event["seq"]),
                                    "text": notice_text(type, payload)})
@@ -256,7 +257,7 @@ def notice_text(type: str, payload: dict) -> str:
     if type == "history.repaired":
         return ("The provider rejected the conversation's shape; it was repaired and the "
                 "request retried once.")
-    if type in ("compaction.breaker_tripped", "provider.failover"):
+    if type in ("compaction.breaker_tripped", "provider.failover", "session.model_changed"):
         return str(payload.get("text") or "")
     if type == "prune":
         return "Old tool output was pruned to save context."
