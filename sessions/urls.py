@@ -28,6 +28,7 @@ urlpatterns = [
     path("sessions/<int:session_id>/files/download/", views.file_download_view,
          name="file_download"),
     path("sessions/<int:session_id>/files/upload/", views.file_upload_view, name="file_upload"),
+    path("sessions/<int:session_id>/raw/", views.message_raw_view, name="message_raw"),
     path("sidebar/", views.sidebar_view, name="sidebar"),
     path("search/", views.search_view, name="search"),
 ]

@@ -25,7 +25,7 @@ from sessions.forms import MessageForm, RenameForm, SearchForm
 from sessions.models import Session
 from sessions.search import message_search
 from sessions.rendering import event_frame, transcript_context, viewer_label
-from sessions.selectors import (Sidebar, event_list_after, session_get, session_list, session_list_team,
+from sessions.selectors import (Sidebar, event_list_after, message_list_display, session_get, session_list, session_list_team,
                                 session_visible_q)
 from sessions.files import file_preview, file_read, file_tree, file_upload, upload_max_bytes
 from sessions.gauge import gauge_events, session_context_gauge
@@ -175,6 +175,21 @@ def session_model_view(request: HttpRequest, session_id: int) -> HttpResponse:
     _act(request, session, lambda: session_model_set(session=session, provider=provider,
                                                      model=model), "")
     return _back(request, session.pk)
+
+
+@login_required
+@require_GET
+def message_raw_view(request: HttpRequest, session_id: int) -> HttpResponse:
+    """GET raw/?message=<id>: one displayed message's text as written (Markdown), as
+    text/plain, for "Copy as Markdown". 404 for a message not shown in this session."""
+    session = session_get(user=request.user, session_id=session_id)
+    raw = request.GET.get("message", "")
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 19:
+        raise Http404("No such message")
+    row = message_list_display(session=session).filter(pk=int(raw)).first()
+    if row is None:
+        raise Http404("No such message")
+    return HttpResponse(row.content, content_type="text/plain; charset=utf-8")
 
 
 @login_required

@@ -61,15 +61,15 @@
       wrap.insertBefore(button, pre);
     });
   }
-  /* "Copy as Markdown" under a reply: the raw text sits in a <template> next to it. */
+  /* "Copy as Markdown" under a reply: the text as written (GET raw/?message=id). */
   document.addEventListener("click", function (e) {
     var button = e.target.closest ? e.target.closest(".copy-reply") : null;
     if (!button) return;
-    var source = document.getElementById(button.dataset.copyFrom);
-    if (!source) return;
-    copyText(source.content ? source.content.textContent : source.textContent).then(function () {
-      button.textContent = "Copied";
-    }, function () { button.textContent = "Copy failed"; });
+    fetch(button.dataset.source, { credentials: "same-origin" })
+      .then(function (r) { if (!r.ok) throw new Error("HTTP " + r.status); return r.text(); })
+      .then(copyText)
+      .then(function () { button.textContent = "Copied"; },
+            function () { button.textContent = "Copy failed"; });
     setTimeout(function () { button.textContent = "Copy as Markdown"; }, 2000);
   });
 
