@@ -280,6 +280,8 @@ _DEFAULT_PROVIDER = (
 HERMES = {
     # Provider selection (agents/providers.py profiles; any compatible endpoint works).
     "PROVIDER": env_str("HERMES_PROVIDER", _DEFAULT_PROVIDER),
+    # The workspace panel's upload cap (bytes; sessions/files.py).
+    "UPLOAD_MAX_BYTES": int(env_str("HERMES_UPLOAD_MAX_BYTES", "10000000")),
     "MODEL": env_str("HERMES_MODEL"),
     "CONTEXT_WINDOW": int(env_str("HERMES_CONTEXT_WINDOW", "0")) or None,
     "API_KEYS": {

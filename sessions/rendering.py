@@ -23,7 +23,7 @@ from django.utils.safestring import SafeString, mark_safe
 from markdown_it import MarkdownIt
 
 from sessions.highlight import code_highlight
-from sessions.models import RunEvent, Session, Turn, UsageRecord
+from sessions.models import Message, RunEvent, Session, Turn, UsageRecord
 from sessions.selectors import event_list_after, message_list_display
 from sessions.tool_cards import (APPROVAL_STATUSES, DESCRIBERS, call_arguments, tool_status,
                                  tool_summary)
@@ -376,7 +376,12 @@ def _turn_footers(turns: list[Turn]) -> dict[int | None, list[dict]]:
         unknown=Count("id", filter=Q(cost_usd__isnull=True)),
         cost_unknown=Max("cost_unknown_reason"))}
     footers: dict[int | None, list[dict]] = {}
-    started = [t for t in turns if t.user_message_id is not None]
+    # A rewound exchange (rewind, edit, regenerate) is not shown, nor is its usage line.
+    rewound = set(Message.objects.filter(
+        pk__in=[t.user_message_id for t in turns if t.user_message_id is not None],
+        active=False, compacted=False).values_list("pk", flat=True))
+    started = [t for t in turns if t.user_message_id is not None
+               and t.user_message_id not in rewound]
     for turn, after in zip(started, [*[t.user_message_id for t in started[1:]], None]):
         parts = []
         if turn.pk in usage:

@@ -172,8 +172,13 @@ def session_model_view(request: HttpRequest, session_id: int) -> HttpResponse:
     """Change the provider and model between turns (``choice`` is "provider|model")."""
     session = session_get(user=request.user, session_id=session_id, write=True)
     provider, _, model = request.POST.get("choice", "").partition("|")
-    _act(request, session, lambda: session_model_set(session=session, provider=provider,
-                                                     model=model), "")
+    before = (session.provider, session.model)
+    changed = _act(request, session, lambda: session_model_set(
+        session=session, provider=provider, model=model), "")
+    if changed is not None and (changed.provider, changed.model) != before:
+        messages.success(request, f"Now using {changed.provider} · {changed.model}. The system "
+                         "prompt is rebuilt for it on the next turn (that request starts "
+                         "without a warm cache).")
     return _back(request, session.pk)
 
 

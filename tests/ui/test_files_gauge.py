@@ -10,6 +10,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from agents.compaction import compaction_threshold
+from sessions.events import event_append
 from sessions.gauge import session_context_gauge
 from sessions.models import Message, RunEvent, Session
 from sessions.services import session_create, turn_start, workspace_path
@@ -122,3 +123,13 @@ def test_raw_message_is_the_text_as_written(alice, client_for):
                       {"message": row.pk}).status_code == 404
     assert client.get(reverse("message_raw", args=[session.pk]),
                       {"message": "²"}).status_code == 404
+
+
+def test_gauge_lists_compactions_and_prunes_as_events(alice, client_for):
+    session = session_create(user=alice)
+    event_append(session_id=session.pk, type="compaction",
+                 payload={"tokens_before": 120000, "tokens_after": 9000, "kind": "summary"})
+    event_append(session_id=session.pk, type="prune", payload={})
+    page = client_for(alice).get(reverse("session_gauge", args=[session.pk])).content.decode()
+    assert "Context reductions" in page
+    assert "120000 → 9000 tokens" in page and "Old tool output was pruned" in page
