@@ -45,6 +45,7 @@
     blocks = blocks.concat(Array.prototype.slice.call(root.querySelectorAll(".markdown pre")));
     blocks.forEach(function (pre) {
       if (pre.parentNode.classList.contains("code-block")) return;
+      if (!pre.hasAttribute("tabindex")) pre.tabIndex = 0;  /* scrolls sideways: keyboard too */
       var wrap = document.createElement("div");
       wrap.className = "code-block";
       pre.parentNode.insertBefore(wrap, pre);

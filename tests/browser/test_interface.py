@@ -27,10 +27,10 @@ WAIT = 30_000
 PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1400, "height": 900}
 RULES = [
+    {"tool_result": "notes.md", "text": "Wrote notes.md."},  # first: the user rule matches again
     {"user": "make notes", "text": "Writing notes.md.",
      "tool_calls": [{"name": "write_file", "input": {"path": "notes.md",
                                                      "content": "# Notes\n\nwritten by a tool\n"}}]},
-    {"tool_result": "notes.md", "text": "Wrote notes.md."},
     {"user": "sleep please", "text": "Sleeping.",
      "tool_calls": [{"name": "terminal", "input": {"command": "sleep 30", "timeout": 60}}]},
     {"user": "first question", "text": "First answer."},
