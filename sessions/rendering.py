@@ -21,6 +21,7 @@ from django.template.loader import render_to_string
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 from markdown_it import MarkdownIt
+from markdown_it.token import Token
 
 from sessions.highlight import code_highlight
 from sessions.models import Message, RunEvent, Session, Turn, UsageRecord
@@ -45,11 +46,39 @@ _markdown = MarkdownIt("commonmark", {"html": False, "linkify": False, "breaks":
                                      "highlight": code_highlight}).enable(
     ["table", "strikethrough"])
 _markdown.add_render_rule("image", _image_as_link)
+_TASK = re.compile(r"\[([ xX])\] ")
+
+
+def _task_lists(state) -> None:
+    """GitHub task lists: a list item starting "[ ] " or "[x] " gets a disabled checkbox
+    (a core rule after inline parsing; the checkbox is the one <input> the sanitiser keeps,
+    and raw HTML in a message is never parsed, so only this rule can produce it)."""
+    tokens = state.tokens
+    for i in range(2, len(tokens)):
+        inline = tokens[i]
+        if (inline.type != "inline" or tokens[i - 1].type != "paragraph_open"
+                or tokens[i - 2].type != "list_item_open" or not inline.children):
+            continue
+        first = inline.children[0]
+        match = _TASK.match(first.content) if first.type == "text" else None
+        if match is None:
+            continue
+        first.content = first.content[match.end():]
+        box = Token("html_inline", "", 0)
+        box.content = ('<input type="checkbox" disabled checked aria-label="done"> '
+                       if match.group(1) != " "
+                       else '<input type="checkbox" disabled aria-label="not done"> ')
+        inline.children.insert(0, box)
+        tokens[i - 2].attrSet("class", "task-list-item")
+
+
+_markdown.core.ruler.push("task_lists", _task_lists)
 _ALLOWED_TAGS = {"p", "br", "hr", "strong", "em", "del", "s", "code", "pre", "blockquote",
                  "ul", "ol", "li", "a", "h1", "h2", "h3", "h4", "h5", "h6", "table", "thead",
-                 "tbody", "tr", "th", "td", "span"}
+                 "tbody", "tr", "th", "td", "span", "input"}
 """No <img>: images render as links (``_image_as_link``), so none survives sanitising."""
 _ALLOWED_ATTRIBUTES = {"a": {"href", "title", "class"}, "code": {"class"},
+                       "input": {"type", "checked", "disabled", "aria-label"}, "li": {"class"},
                        "span": {"class"}, "th": {"align"}, "td": {"align"}, "ol": {"start"}}
 SUMMARY_CHARS = 80
 """Length of a tool card's one-line argument summary (chars)."""
