@@ -76,6 +76,9 @@ EXPECTED: dict[str, Expect] = {
     "file_download": Expect(method="GET", owner=404, other=404, admin=404),  # no ?path
     "file_upload": Expect(method="POST", owner=302, other=404, admin=404),
     "message_raw": Expect(method="GET", owner=404, other=404, admin=404),  # no ?message
+    "password_change": Expect(method="GET", owner=200, other=200, admin=200),
+    "team_members": Expect(method="GET", owner=404, other=404, admin=200),
+    "people": Expect(method="GET", owner=404, other=404, admin=404),  # staff only
     "sidebar": Expect(method="GET", owner=200, other=200, admin=200),
     "approval_queue": Expect(method="GET", owner=200, other=200, admin=200),
     "approval_rules": Expect(method="GET", owner=200, other=200, admin=200),
