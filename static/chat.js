@@ -182,7 +182,7 @@
     if (frame.type === "tool.result" || frame.type === "workspace.changed") signal("hermes:workspace");
     if (frame.type === "compaction" || frame.type === "prune") signal("hermes:turn-ended");
     if (frame.type === "turn.started") turnStartedAt = Date.now();
-    if (frame.type === "turn.awaiting_approval" || (frame.type || "").indexOf("approval.requested") === 0) {
+    if (frame.type === "turn.awaiting_approval") {
       attention("An approval is waiting", "A tool call in “" + document.getElementById("session-title").textContent + "” needs your decision.");
     }
     if (/^turn\.(finished|failed|cancelled)$/.test(frame.type)) {

@@ -28,6 +28,8 @@ PAGES = {
     "spend": "/spend/",
     "approvals": "/approvals/",
     "rules": "/approvals/rules/",
+    "password": "/settings/password/",
+    "people": "/people/",
 }
 RULES = [
     {"tool_result": "README", "text": "The README says:\n\n```python\nprint('hi')\n```\n\n"
@@ -95,7 +97,9 @@ def test_no_serious_axe_violation_on_any_main_page(server, browser, chat_path, s
     page.fill("#id_password", password)
     page.click("button[type=submit]")
     page.wait_for_url(f"{url}/")
-    for name, path in {**PAGES, "chat": chat_path}.items():
+    page.goto(f"{url}/settings/")
+    team_path = page.get_attribute("a[href*='/members/']", "href")
+    for name, path in {**PAGES, "team": team_path, "chat": chat_path}.items():
         page.goto(url + path)
         if name == "chat":
             page.wait_for_selector(".file-tree")

@@ -34,6 +34,8 @@ RULES = [
     {"user": "sleep please", "text": "Sleeping.",
      "tool_calls": [{"name": "terminal", "input": {"command": "sleep 30", "timeout": 60}}]},
     {"user": "first question", "text": "First answer."},
+    {"user": "clean up", "text": "Removing build.",
+     "tool_calls": [{"name": "terminal", "input": {"command": "rm -rf build"}}]},
     {"user": "edited question", "text": "Answer to the edited question."},
 ]
 
@@ -239,4 +241,35 @@ def test_workspace_panel_tree_preview_upload_and_tool_writes(server, browser, tm
     send(page, "make notes")
     page.wait_for_selector(".file-tree >> text=notes.md", timeout=WAIT)
     shot(page, "workspace-panel")
+    context.close()
+
+
+NOTIFY_STUB = """
+Object.defineProperty(document, 'hidden', {get: () => window.__hidden === true});
+window.__notes = [];
+window.Notification = function (title, options) { window.__notes.push(title); };
+window.Notification.permission = 'granted';
+window.Notification.requestPermission = () => Promise.resolve('granted');
+"""
+
+
+def test_hidden_tab_gets_a_title_badge_and_a_notification_for_an_approval(server, browser):
+    url, _, password = server
+    context, page = logged_in(browser, url, "demo", password, viewport=DESKTOP)
+    context.add_init_script(NOTIFY_STUB)
+    new_session(page, url)
+    page.reload()
+    page.evaluate("window.__hidden = true")
+    page.fill("#composer-text", "clean up")
+    page.press("#composer-text", "Enter")
+    page.wait_for_function("() => document.title.startsWith('(1) ')", timeout=WAIT)
+    assert page.evaluate("window.__notes") == ["An approval is waiting"]
+    page.evaluate("window.__hidden = false; document.dispatchEvent(new Event('visibilitychange'))")
+    page.wait_for_function("() => !document.title.startsWith('(')")
+    manifest = page.evaluate("""async () => {
+        const link = document.querySelector('link[rel=manifest]');
+        const r = await fetch(link.href); return [r.status, (await r.json()).icons.length];
+    }""")
+    assert manifest == [200, 4]
+    page.click("#stop-button")
     context.close()
