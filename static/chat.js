@@ -119,6 +119,17 @@
     badge.style.display = count === 0 ? "none" : "";  /* .badge's display beats [hidden] */
   }
 
+  /* Set when this tab sent an action that answers with a redirect (edit, regenerate, fork,
+     model switch), so the rewind event it causes does not reload the page a second time. */
+  var leaving = false;
+  document.addEventListener("htmx:beforeRequest", function (e) {
+    var elt = e.detail.elt;
+    if (elt && elt.closest && (elt.closest(".msg-actions") || elt.closest(".chat-actions"))) leaving = true;
+  });
+  document.addEventListener("htmx:afterRequest", function (e) {
+    if (!e.detail.successful) leaving = false;
+  });
+
   function signal(name) { document.body.dispatchEvent(new CustomEvent(name)); }
 
   /* Notifications while the tab is hidden: a count in the title, and a browser
@@ -165,7 +176,8 @@
       heading.title = payload.title;
       document.title = baseTitle = payload.title + " · Hermes Web";
     } else if (frame.type === "session.updated" && payload.rewound_from) {
-      window.location.reload();
+      /* An edit or regenerate from this tab already navigates (HX-Redirect): one load only. */
+      if (!leaving) window.location.reload();
       return;
     }
     if (frame.html) {

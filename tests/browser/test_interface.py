@@ -43,7 +43,8 @@ RULES = [
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     data = tmp_path_factory.mktemp("hermes-interface")
-    with embedded_server(data, env_extra={"HERMES_UPLOAD_MAX_BYTES": "2000"}) as running:
+    with embedded_server(data, env_extra={"HERMES_UPLOAD_MAX_BYTES": "2000",
+                                          "HERMES_BACKEND": "local"}) as running:
         httpx.post(f"{running[1]}/_sim/script", json={"rules": RULES},
                    timeout=10).raise_for_status()
         yield running
@@ -145,7 +146,8 @@ def test_edit_regenerate_and_fork(server, browser):
     user_msg = page.locator(".msg-user").first
     user_msg.locator(".msg-edit > summary").click()
     user_msg.locator("textarea").fill("edited question")
-    user_msg.locator("text=Save and re-run").click()
+    with page.expect_navigation():
+        user_msg.locator("text=Save and re-run").click()
     page.wait_for_selector("#transcript >> text=Answer to the edited question.", timeout=WAIT)
     page.wait_for_selector("#turn-status[data-state=idle]", timeout=WAIT)
     page.reload()
@@ -155,8 +157,9 @@ def test_edit_regenerate_and_fork(server, browser):
     assert "tokens in" not in text.split("You")[0]  # no usage line left from the rewound turn
 
     # Regenerate: the same question again, one answer shown.
-    page.click("#regenerate-button")
-    page.wait_for_load_state()
+    with page.expect_navigation():
+        page.click("#regenerate-button")
+    page.wait_for_selector("#transcript >> text=Answer to the edited question.", timeout=WAIT)
     page.wait_for_selector("#turn-status[data-state=idle]", timeout=WAIT)
     page.reload()
     assert page.inner_text("#transcript").count("Answer to the edited question.") == 1
