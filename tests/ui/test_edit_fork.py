@@ -171,3 +171,17 @@ def test_pin_service_toggles(alice):
     assert Session.objects.get(pk=session.pk).pinned
     session_pin(session=session, pinned=False)
     assert not Session.objects.get(pk=session.pk).pinned
+
+
+def test_new_session_takes_a_configured_provider_and_refuses_others(alice, client):
+    session = session_create(user=alice, provider="simulator-openai")
+    assert (session.provider, session.model) == ("simulator-openai", "hermes-simulator")
+    with pytest.raises(ValidationError, match="not a configured provider"):
+        session_create(user=alice, provider="anthropic")
+    client.force_login(alice, backend="django.contrib.auth.backends.ModelBackend")
+    before = Session.objects.count()
+    response = client.post(reverse("session_create"), {"provider": "nope"}, follow=True)
+    assert "not a configured provider" in response.content.decode()
+    assert Session.objects.count() == before
+    page = client.get(reverse("session_list")).content.decode()
+    assert 'id="new-provider"' in page and "simulator-openai · hermes-simulator" in page
