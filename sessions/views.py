@@ -14,6 +14,7 @@ from django.core.exceptions import ValidationError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.html import escape
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET, require_POST
@@ -87,7 +88,7 @@ def _back(request: HttpRequest, session_id: int) -> HttpResponse:
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
 
 
-def _act(request: HttpRequest, session, action, done: str):
+def _act(request: HttpRequest, action, done: str):
     """Run ``action()`` (a service call); a ValidationError becomes the flash error, else
     ``done`` is the flash success. Returns the service's result or None."""
     try:
@@ -107,7 +108,7 @@ def message_edit_view(request: HttpRequest, session_id: int) -> HttpResponse:
     reason is shown when refused (a turn is busy, the message is no longer live, bad text)."""
     session = session_get(user=request.user, session_id=session_id, write=True)
     message_id = _message_id(request)
-    _act(request, session, lambda: message_edit(
+    _act(request, lambda: message_edit(
         session=session, user=request.user, message_id=message_id,
         text=request.POST.get("text", "")), "")
     return _back(request, session.pk)
@@ -118,7 +119,7 @@ def message_edit_view(request: HttpRequest, session_id: int) -> HttpResponse:
 def turn_regenerate_view(request: HttpRequest, session_id: int) -> HttpResponse:
     """Regenerate the last reply (rewind it and send the same message again)."""
     session = session_get(user=request.user, session_id=session_id, write=True)
-    _act(request, session, lambda: turn_regenerate(session=session, user=request.user), "")
+    _act(request, lambda: turn_regenerate(session=session, user=request.user), "")
     return _back(request, session.pk)
 
 
@@ -128,7 +129,7 @@ def session_fork_view(request: HttpRequest, session_id: int) -> HttpResponse:
     """Fork the session at ``message_id`` into a new session and open it."""
     session = session_get(user=request.user, session_id=session_id, write=True)
     message_id = _message_id(request)
-    fork = _act(request, session, lambda: session_fork(
+    fork = _act(request, lambda: session_fork(
         session=session, user=request.user, message_id=message_id), "")
     if fork is None:
         return _back(request, session.pk)
@@ -146,13 +147,11 @@ def session_pin_view(request: HttpRequest, session_id: int) -> HttpResponse:
     if request.htmx:
         return render(request, "sessions/sidebar.html#sidebar-sessions",
                       {"current_id": session.pk, "sidebar": Sidebar(user=request.user)})
-    return redirect(request.POST.get("next") if url_is_local(request.POST.get("next", ""))
-                    else "session_list")
-
-
-def url_is_local(url: str) -> bool:
-    """True for a path on this site ("/..." but not "//host")."""
-    return url.startswith("/") and not url.startswith("//") and "\\" not in url
+    target = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()},
+                                           require_https=request.is_secure()):
+        target = reverse("session_list")
+    return redirect(target)
 
 
 @login_required
@@ -173,7 +172,7 @@ def session_model_view(request: HttpRequest, session_id: int) -> HttpResponse:
     session = session_get(user=request.user, session_id=session_id, write=True)
     provider, _, model = request.POST.get("choice", "").partition("|")
     before = (session.provider, session.model)
-    changed = _act(request, session, lambda: session_model_set(
+    changed = _act(request, lambda: session_model_set(
         session=session, provider=provider, model=model), "")
     if changed is not None and (changed.provider, changed.model) != before:
         messages.success(request, f"Now using {changed.provider} · {changed.model}. The system "

@@ -185,3 +185,13 @@ def test_new_session_takes_a_configured_provider_and_refuses_others(alice, clien
     assert Session.objects.count() == before
     page = client.get(reverse("session_list")).content.decode()
     assert 'id="new-provider"' in page and "simulator-openai · hermes-simulator" in page
+
+
+def test_pin_without_htmx_goes_back_to_a_local_page_only(alice, client):
+    client.force_login(alice, backend="django.contrib.auth.backends.ModelBackend")
+    session = session_create(user=alice)
+    url = reverse("session_pin", args=[session.pk])
+    back = client.post(url, {"pinned": "1", "next": f"/sessions/{session.pk}/"})
+    assert back["Location"] == f"/sessions/{session.pk}/"
+    for evil in ("https://evil.example/", "//evil.example/", "/\\evil.example"):
+        assert client.post(url, {"pinned": "0", "next": evil})["Location"] == "/"
