@@ -184,7 +184,8 @@ def test_escape_stops_a_running_turn(server, browser):
     page.click("#transcript")  # the key goes to the page, not the composer
     page.keyboard.press("Escape")
     page.wait_for_selector(".tool-card[data-status=stopped]", timeout=WAIT)
-    assert page.get_attribute("#turn-status", "data-state") in ("cancelled", "idle")
+    page.wait_for_selector("#turn-status[data-state=cancelled], #turn-status[data-state=idle]",
+                           timeout=WAIT)
     context.close()
 
 
