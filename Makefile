@@ -13,7 +13,11 @@ PYTEST_ARGS ?=
 	$(PIP) install --quiet -r requirements.txt
 	touch .venv/.installed
 
-install: .venv/.installed
+## axe-core (npm) for the accessibility checks in tests/browser/test_a11y.py
+tests/browser/node_modules/axe-core/axe.min.js: tests/browser/package.json
+	cd tests/browser && npm install --no-audit --no-fund --silent
+
+install: .venv/.installed tests/browser/node_modules/axe-core/axe.min.js
 
 migrate: install
 	$(PY) manage.py migrate --noinput

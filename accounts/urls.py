@@ -1,10 +1,15 @@
-"""Money URLs: /spend/, the team members CSV, budgets, resuming a budget-stopped turn."""
+"""Account URLs: /spend/, the team members CSV, budgets, resuming a budget-stopped turn;
+the password change, a team's members, the staff People page."""
 
 from django.urls import path
 
-from accounts import views
+from accounts import team_views, views
 
 urlpatterns = [
+    path("settings/password/", team_views.password_change_view, name="password_change"),
+    path("settings/teams/<int:team_id>/members/", team_views.team_members_view,
+         name="team_members"),
+    path("people/", team_views.people_view, name="people"),
     path("spend/", views.spend_view, name="spend"),
     path("spend/teams/<int:team_id>/members.csv", views.spend_members_csv_view,
          name="spend_members_csv"),

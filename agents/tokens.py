@@ -151,7 +151,10 @@ def estimate_message_tokens(message: Message) -> int:
     Reasoning is never replayed, so it is not counted."""
     weight = _text_weight(message.wire_text)
     for call in message.tool_calls:
-        weight += _text_weight(call.name) + _text_weight(call.arguments) + 4
+        # Arguments are the raw JSON text; a row written by older code may hold the object.
+        arguments = call.arguments if isinstance(call.arguments, str) else json.dumps(
+            call.arguments, ensure_ascii=False, separators=(",", ":"))
+        weight += _text_weight(call.name) + _text_weight(arguments) + 4
     return math.ceil(weight) + 10
 
 

@@ -134,6 +134,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "approvals.context_processors.pending_approvals",
+                "sessions.context_processors.sidebar",
             ],
         },
     },
@@ -312,6 +313,8 @@ _DEFAULT_PROVIDER = (
 HERMES = {
     # Provider selection (agents/providers.py profiles; any compatible endpoint works).
     "PROVIDER": env_str("HERMES_PROVIDER", _DEFAULT_PROVIDER),
+    # The workspace panel's upload cap (bytes; sessions/files.py).
+    "UPLOAD_MAX_BYTES": int(env_str("HERMES_UPLOAD_MAX_BYTES", "10000000")),
     "MODEL": env_str("HERMES_MODEL"),
     "CONTEXT_WINDOW": int(env_str("HERMES_CONTEXT_WINDOW", "0")) or None,
     "API_KEYS": {

@@ -38,6 +38,8 @@ EVENT_TYPES = frozenset({
     "turn.awaiting_children", "child.updated", "children.finished",
     # tools (issue 13): the todo list changed, a clarify question asked / answered / cancelled
     "todo.updated", "clarify.requested", "clarify.answered", "turn.awaiting_answer",
+    # the interface (issue 14): a deliberate model switch, a file uploaded to the workspace
+    "session.model_changed", "workspace.changed",
 })
 
 

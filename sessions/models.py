@@ -27,6 +27,8 @@ class Session(models.Model):
                              related_name="sessions")
     title = models.CharField(max_length=200, default="New session")
     archived = models.BooleanField(default=False)
+    pinned = models.BooleanField(
+        default=False, help_text="Shown first in the sidebar (the owner's choice).")
     provider = models.CharField(max_length=50)
     model = models.CharField(max_length=200)
     system_prompt = models.TextField(blank=True, default="")

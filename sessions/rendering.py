@@ -21,10 +21,11 @@ from django.template.loader import render_to_string
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 from markdown_it import MarkdownIt
+from markdown_it.token import Token
 
 from sessions.highlight import code_highlight
 from sessions.hooks import APPROVALS
-from sessions.models import RunEvent, Session, Turn, UsageRecord
+from sessions.models import Message, RunEvent, Session, Turn, UsageRecord
 from sessions.selectors import event_list_after, message_list_display
 from sessions.steer import STEER, STEERED
 from sessions.tool_cards import (APPROVAL_STATUSES, DESCRIBERS, call_arguments, tool_status,
@@ -47,11 +48,39 @@ _markdown = MarkdownIt("commonmark", {"html": False, "linkify": False, "breaks":
                                      "highlight": code_highlight}).enable(
     ["table", "strikethrough"])
 _markdown.add_render_rule("image", _image_as_link)
+_TASK = re.compile(r"\[([ xX])\] ")
+
+
+def _task_lists(state) -> None:
+    """GitHub task lists: a list item starting "[ ] " or "[x] " gets a disabled checkbox
+    (a core rule after inline parsing; the checkbox is the one <input> the sanitiser keeps,
+    and raw HTML in a message is never parsed, so only this rule can produce it)."""
+    tokens = state.tokens
+    for i in range(2, len(tokens)):
+        inline = tokens[i]
+        if (inline.type != "inline" or tokens[i - 1].type != "paragraph_open"
+                or tokens[i - 2].type != "list_item_open" or not inline.children):
+            continue
+        first = inline.children[0]
+        match = _TASK.match(first.content) if first.type == "text" else None
+        if match is None:
+            continue
+        first.content = first.content[match.end():]
+        box = Token("html_inline", "", 0)
+        box.content = ('<input type="checkbox" disabled checked aria-label="done"> '
+                       if match.group(1) != " "
+                       else '<input type="checkbox" disabled aria-label="not done"> ')
+        inline.children.insert(0, box)
+        tokens[i - 2].attrSet("class", "task-list-item")
+
+
+_markdown.core.ruler.push("task_lists", _task_lists)
 _ALLOWED_TAGS = {"p", "br", "hr", "strong", "em", "del", "s", "code", "pre", "blockquote",
                  "ul", "ol", "li", "a", "h1", "h2", "h3", "h4", "h5", "h6", "table", "thead",
-                 "tbody", "tr", "th", "td", "span"}
+                 "tbody", "tr", "th", "td", "span", "input"}
 """No <img>: images render as links (``_image_as_link``), so none survives sanitising."""
 _ALLOWED_ATTRIBUTES = {"a": {"href", "title", "class"}, "code": {"class"},
+                       "input": {"type", "checked", "disabled", "aria-label"}, "li": {"class"},
                        "span": {"class"}, "th": {"align"}, "td": {"align"}, "ol": {"start"}}
 SUMMARY_CHARS = 80
 """Length of a tool card's one-line argument summary (chars)."""
@@ -234,7 +263,8 @@ def event_html(event: dict, *, user=None, user_label: str = "You") -> str | None
             "dom_id": dom_id("event", event["seq"]), "text": notice_text(type, payload),
             "summary_html": markdown_html(str(payload.get("summary") or ""))})
     if type in ("error", "cache.warning", "prune", "history.repaired",
-                "compaction.breaker_tripped", "provider.failover", "budget.warning"):
+                "compaction.breaker_tripped", "provider.failover", "budget.warning",
+                "session.model_changed"):
         return _partial("notice", {"level": "error" if type == "error" else "info",
                                    "dom_id": dom_id("event", event["seq"]),
                                    "text": notice_text(type, payload)})
@@ -255,7 +285,7 @@ def notice_text(type: str, payload: dict) -> str:
     if type == "history.repaired":
         return ("The provider rejected the conversation's shape; it was repaired and the "
                 "request retried once.")
-    if type in ("compaction.breaker_tripped", "provider.failover"):
+    if type in ("compaction.breaker_tripped", "provider.failover", "session.model_changed"):
         return str(payload.get("text") or "")
     if type == "prune":
         return "Old tool output was pruned to save context."
@@ -371,8 +401,13 @@ def _turn_footers(turns: list[Turn]) -> dict[int | None, list[dict]]:
         unknown=Count("id", filter=Q(cost_usd__isnull=True)),
         cost_unknown=Max("cost_unknown_reason"))}
     footers: dict[int | None, list[dict]] = {}
-    # A correction that landed inside another turn is part of that turn, not a turn.
-    started = [t for t in turns if t.user_message_id is not None and t.kind != STEERED]
+    # A correction that landed inside another turn is part of that turn, not a turn; a
+    # rewound exchange (rewind, edit, regenerate) is not shown, nor is its usage line.
+    rewound = set(Message.objects.filter(
+        pk__in=[t.user_message_id for t in turns if t.user_message_id is not None],
+        active=False, compacted=False).values_list("pk", flat=True))
+    started = [t for t in turns if t.user_message_id is not None and t.kind != STEERED
+               and t.user_message_id not in rewound]
     for turn, after in zip(started, [*[t.user_message_id for t in started[1:]], None]):
         parts = []
         if turn.pk in usage:

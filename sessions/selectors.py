@@ -6,6 +6,8 @@ team is indistinguishable from a missing one (Http404), never a 403 that reveals
 
 from __future__ import annotations
 
+from functools import cached_property
+
 from django.db.models import Q, QuerySet
 from django.http import Http404
 
@@ -64,3 +66,26 @@ def event_list_after(*, session_id: int, after_seq: int, limit: int = 5000) -> l
     """Events with seq > after_seq, in order (the caller has already checked access)."""
     return list(RunEvent.objects.filter(session_id=session_id, seq__gt=after_seq)
                 .order_by("seq")[:limit])
+
+
+SIDEBAR_RECENT = 30
+"""Recent (unpinned) sessions listed in the sidebar."""
+
+
+class Sidebar:
+    """The session sidebar of ``user``: ``pinned`` and ``recent`` (unpinned, newest activity
+    first, at most SIDEBAR_RECENT) top-level, unarchived sessions, titles filtered by
+    ``query``. Lazy: nothing is queried until a template reads a list, so partial renders
+    that do not show the sidebar cost no query."""
+
+    def __init__(self, *, user, query: str = ""):
+        self.user, self.query = user, query
+
+    @cached_property
+    def pinned(self) -> list[Session]:
+        return list(session_list(user=self.user, query=self.query).filter(pinned=True))
+
+    @cached_property
+    def recent(self) -> list[Session]:
+        return list(session_list(user=self.user, query=self.query)
+                    .filter(pinned=False)[:SIDEBAR_RECENT])

@@ -54,15 +54,24 @@ def provider_default() -> tuple[str, str]:
     return profile.name, settings.HERMES["MODEL"] or profile.default_model
 
 
-def session_create(*, user, title: str = "", team=None) -> Session:
+def provider_model(provider: str) -> str:
+    """The model provider_choices() pairs with ``provider`` ("" when not configured)."""
+    return next((m for name, m in provider_choices() if name == provider), "")
+
+
+def session_create(*, user, title: str = "", team=None, provider: str = "",
+                   model: str = "") -> Session:
     """Create a session owned by ``user`` in their first team (if any), with a workspace
-    holding a welcome README. Raises ValidationError for a title over 200 chars."""
+    holding a welcome README. ``provider``/``model``: one of provider_choices() (default:
+    the configured default). Raises ValidationError for a title over 200 chars or an
+    unconfigured provider."""
     title = (title or "").strip() or DEFAULT_TITLE
     if len(title) > 200:
         raise ValidationError("A title can be at most 200 characters.")
     if team is None:
         team = TEAMS.team_default(user)
-    provider, model = provider_default()
+    provider, model = (check_provider(provider, model or provider_model(provider))
+                       if provider else provider_default())
     with transaction.atomic():
         session = Session.objects.create(owner=user, team=team, title=title,
                                          provider=provider, model=model)
@@ -225,28 +234,177 @@ def turn_stop(*, session: Session) -> bool:
     return active
 
 
-def session_rewind(*, session: Session) -> int:
+BUSY_STATUSES = (Turn.Status.RUNNING, *WAITING_STATUSES, Turn.Status.QUEUED)
+"""A turn in one of these holds the transcript: rewind, edit, regenerate and a model
+change are refused until it ends (or is stopped)."""
+
+
+def _refuse_while_busy(session: Session, action: str) -> None:
+    """Inside a transaction holding the lineage lock: raise ValidationError("Wait for the
+    current turn to finish before <action>.") while a turn runs, waits or is queued, or
+    while a worker holds the turn lease."""
+    from sessions.leases import lease_live
+
+    if lease_live(session=session) or Turn.objects.filter(
+            session=session, status__in=BUSY_STATUSES).exists():
+        raise ValidationError(f"Wait for the current turn to finish (or stop it) before "
+                              f"{action}.")
+
+
+def session_rewind(*, session: Session, message_id: int | None = None,
+                   action: str = "rewinding") -> int:
     """Take back the last exchange: the last live user message and everything after it
-    become active=0, compacted=0 (gone from the model's view and from search). Refused
-    (ValidationError) while a turn runs, waits or is queued, or while a worker holds the
+    become active=0, compacted=0 (gone from the model's view and from search). With
+    ``message_id`` (a live user message of this session, not a summary), rewind from that
+    message instead (edit and re-run, issue 14 item 3). Refused (ValidationError, reason
+    naming ``action``) while a turn runs, waits or is queued, or while a worker holds the
     turn lease; the check and the write are one transaction holding the lineage row lock
     that every transcript writer takes, so no turn can start between them. Returns the
     number of rows rewound."""
-    from sessions.leases import lease_live
-
     with transaction.atomic():
         _lock_lineage(session)
-        if lease_live(session=session) or Turn.objects.filter(session=session, status__in=[
-                Turn.Status.RUNNING, *WAITING_STATUSES, Turn.Status.QUEUED]).exists():
-            raise ValidationError("Wait for the current turn to finish before rewinding.")
-        last_user = (Message.objects.filter(session=session, active=True, role="user")
-                     .exclude(kind="summary").order_by("-id").first())
-        if last_user is None:
+        _refuse_while_busy(session, action)
+        users = (Message.objects.filter(session=session, active=True, role="user")
+                 .exclude(kind="summary"))
+        if message_id is not None:
+            first = users.filter(pk=message_id).first()
+            if first is None:
+                raise ValidationError("That message is not a live message of yours in this "
+                                      "session (it may have been rewound or summarised).")
+        else:
+            first = users.order_by("-id").first()
+        if first is None:
             raise ValidationError("There is nothing to rewind.")
-        count = Message.objects.filter(session=session, active=True, id__gte=last_user.id).update(
+        count = Message.objects.filter(session=session, active=True, id__gte=first.id).update(
             active=False, compacted=False)
         Session.objects.filter(pk=session.pk).update(
             transcript_version=F("transcript_version") + 1)
         event_append(session_id=session.pk, type="session.updated",
-                     payload={"rewound_from": last_user.id, "count": count})
+                     payload={"rewound_from": first.id, "count": count})
     return count
+
+
+def message_edit(*, session: Session, user, message_id: int, text: str) -> Turn:
+    """Edit a past user message and re-run from there: that message and everything after
+    it are rewound (active=0, compacted=0, kept for the export), and ``text`` is queued as
+    a new turn, in one transaction (nothing changes when the text is refused, the message
+    is not a live user message, or a turn is busy: ValidationError with the reason)."""
+    check_message_text(text)
+    if session.owner_id != user.pk:
+        raise ValidationError("Only the session's owner can edit messages.")
+    with transaction.atomic():
+        session_rewind(session=session, message_id=message_id, action="editing a message")
+        return turn_start(session=session, user=user, text=text)
+
+
+def turn_regenerate(*, session: Session, user) -> Turn:
+    """Regenerate the last reply: the last live user message and its reply are rewound and
+    the same text (as typed: ``content``) is queued again. ValidationError when there is
+    no user message yet or a turn is busy."""
+    last = (Message.objects.filter(session=session, active=True, role="user")
+            .exclude(kind="summary").order_by("-id").first())
+    if last is None:
+        raise ValidationError("There is no reply to regenerate yet.")
+    return message_edit(session=session, user=user, message_id=last.pk, text=last.content)
+
+
+FORK_FIELDS = ("role", "content", "sent_content", "tool_calls", "tool_call_id", "tool_name",
+               "is_error", "tool_meta", "reasoning", "stable_prefix_chars", "kind")
+"""The Message fields a fork copies (ids, timestamps and flags are the new row's own)."""
+
+
+def session_fork(*, session: Session, user, message_id: int) -> Session:
+    """Fork ``session`` at one of its live messages into a new session of ``user`` (the
+    owner): the live messages up to and including that one are copied (plus the tool
+    results answering its tool calls, so the copy never ends on an unanswered call), with
+    the same provider, model and team. The system prompt is not copied: it names the
+    session, so the fork builds its own on its first turn. The workspace starts fresh.
+    ValidationError when the message is not a live message of the session."""
+    if session.owner_id != user.pk:
+        raise ValidationError("Only the session's owner can fork it.")
+    live = Message.objects.filter(session=session, active=True).order_by("id")
+    at = live.filter(pk=message_id).first()
+    if at is None:
+        raise ValidationError("That message is not a live message of this session (it may "
+                              "have been rewound or summarised).")
+    rows = list(live.filter(id__lte=at.id))
+    call_ids = {c.get("id") for c in at.tool_calls or [] if isinstance(c, dict)}
+    if call_ids:
+        rows += [r for r in live.filter(id__gt=at.id, role="tool")
+                 if r.tool_call_id in call_ids]
+    title = f"Fork of {session.title}"[:200]
+    with transaction.atomic():
+        fork = session_create(user=user, title=title, team=session.team,
+                              provider=session.provider, model=session.model)
+        Message.objects.bulk_create([
+            Message(session=fork, **{f: getattr(r, f) for f in FORK_FIELDS}) for r in rows])
+        Session.objects.filter(pk=fork.pk).update(message_count=len(rows))
+        event_append(session_id=fork.pk, type="session.updated", payload={
+            "forked_from": session.pk, "at_message": at.pk, "count": len(rows)})
+    return fork
+
+
+def session_pin(*, session: Session, pinned: bool = True) -> Session:
+    """Pin (shown first in the sidebar) or unpin a session."""
+    Session.objects.filter(pk=session.pk).update(pinned=pinned)
+    session.pinned = pinned
+    return session
+
+
+def provider_choices() -> list[tuple[str, str]]:
+    """(provider profile name, model) pairs a session may use: the configured default, the
+    fallbacks (HERMES_FALLBACK_PROVIDERS), every built-in profile with an API key or key pool
+    configured, and both simulator profiles when the default is the simulator. The first is
+    the default; no pair repeats."""
+    from agents.providers import PROFILES
+
+    hermes = settings.HERMES
+    pairs = [provider_default()]
+    for name, model in hermes["FALLBACK_PROVIDERS"]:
+        if name in PROFILES:
+            pairs.append((name, model or PROFILES[name].default_model))
+    for profile in PROFILES.values():
+        keyed = (profile.key_env and hermes["API_KEYS"].get(profile.key_env)) or \
+            hermes["KEY_POOLS"].get(profile.name)
+        simulated = profile.name.startswith("simulator") and \
+            hermes["PROVIDER"].startswith("simulator")
+        if keyed or simulated:
+            pairs.append((profile.name, profile.default_model))
+    return list(dict.fromkeys(pairs))
+
+
+def check_provider(provider: str, model: str) -> tuple[str, str]:
+    """``(provider, model)`` when it is one of provider_choices() (the model may be any
+    non-empty id, at most 200 chars, for a configured provider); ValidationError otherwise."""
+    provider, model = (provider or "").strip(), (model or "").strip()
+    names = {name for name, _ in provider_choices()}
+    if provider not in names:
+        raise ValidationError(f"“{provider}” is not a configured provider; choose one of "
+                              f"{', '.join(sorted(names))}.")
+    if not model or len(model) > 200:
+        raise ValidationError("A model id is 1 to 200 characters.")
+    return provider, model
+
+
+def session_model_set(*, session: Session, provider: str, model: str) -> Session:
+    """Change the session's provider and model between turns. The system prompt names the
+    model, so it is cleared and rebuilt on the next turn (one deliberate cache miss), and
+    the calibration anchor (a count of another tokenizer's tokens) is dropped; an event says
+    so in the chat. Refused (ValidationError) for an unconfigured provider or while a turn
+    is busy. A no-op when nothing changes."""
+    provider, model = check_provider(provider, model)
+    if (provider, model) == (session.provider, session.model):
+        return session
+    with transaction.atomic():
+        _lock_lineage(session)
+        _refuse_while_busy(session, "changing the model")
+        Session.objects.filter(pk=session.pk).update(
+            provider=provider, model=model, system_prompt="", usage_anchor=None,
+            transcript_version=F("transcript_version") + 1)
+        event_append(session_id=session.pk, type="session.model_changed", payload={
+            "provider": provider, "model": model, "previous": f"{session.provider} · "
+            f"{session.model}", "text": f"Model changed from {session.provider} · "
+            f"{session.model} to {provider} · {model}. The system prompt is rebuilt for the "
+            "new model on the next turn, so that request starts without a warm cache."})
+    session.provider, session.model, session.system_prompt = provider, model, ""
+    return session

@@ -11,12 +11,14 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.html import escape
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET, require_POST
-from django_htmx.http import reswap, retarget
+from django_htmx.http import HttpResponseClientRedirect, reswap, retarget
 
 from sessions.delegation import child_cards, children_cost
 from sessions.events import event_to_dict
@@ -25,10 +27,14 @@ from sessions.hooks import MONEY
 from sessions.models import Session
 from sessions.search import message_search
 from sessions.rendering import event_frame, transcript_context, viewer_label
-from sessions.selectors import (event_list_after, session_get, session_list, session_list_team,
+from sessions.selectors import (Sidebar, event_list_after, message_list_display, session_get, session_list, session_list_team,
                                 session_visible_q)
-from sessions.services import (session_archive, session_create, session_rename,
-                               session_rewind, turn_start, turn_steer, turn_stop)
+from sessions.files import file_preview, file_read, file_tree, file_upload, upload_max_bytes
+from sessions.gauge import gauge_events, session_context_gauge
+from sessions.services import (message_edit, provider_choices, session_archive,
+                               session_create, session_fork, session_model_set, session_pin,
+                               session_rename, session_rewind, turn_regenerate, turn_start,
+                               turn_steer, turn_stop)
 from sessions.steer import turn_running
 
 EVENT_PAGE = 500
@@ -49,7 +55,8 @@ def session_list_view(request: HttpRequest) -> HttpResponse:
     context = {"q": q, "archived": archived,
                "sessions": MONEY.sessions_with_cost(session_list(user=request.user, query=q,
                                                            archived=archived)),
-               "team_sessions": [] if q or archived else session_list_team(user=request.user)[:20]}
+               "team_sessions": [] if q or archived else session_list_team(user=request.user)[:20],
+               "provider_choices": provider_choices()}
     template = "sessions/list.html#session-rows" if request.htmx else "sessions/list.html"
     return render(request, template, context)
 
@@ -57,8 +64,218 @@ def session_list_view(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def session_create_view(request: HttpRequest) -> HttpResponse:
-    """POST: start a new session and open it."""
-    session = session_create(user=request.user)
+    """POST: start a new session and open it. ``provider`` (optional): one of the
+    configured provider profiles (sessions/services.py provider_choices); a refused one
+    goes back to the page it came from with the reason."""
+    try:
+        session = session_create(user=request.user, provider=request.POST.get("provider", ""))
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+        return redirect("session_list")
+    return redirect("session_detail", session_id=session.pk)
+
+
+def _message_id(request: HttpRequest) -> int:
+    """The POSTed ``message_id`` as an int (Http404 for anything else)."""
+    raw = request.POST.get("message_id", "")
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 19:
+        raise Http404("No such message")
+    return int(raw)
+
+
+def _back(request: HttpRequest, session_id: int) -> HttpResponse:
+    """After an action: to the session page (htmx: a client-side redirect, so the page and
+    its flash message load whole)."""
+    url = reverse("session_detail", kwargs={"session_id": session_id})
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+
+
+def _act(request: HttpRequest, action, done: str):
+    """Run ``action()`` (a service call); a ValidationError becomes the flash error, else
+    ``done`` is the flash success. Returns the service's result or None."""
+    try:
+        result = action()
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+        return None
+    if done:
+        messages.success(request, done)
+    return result
+
+
+@login_required
+@require_POST
+def message_edit_view(request: HttpRequest, session_id: int) -> HttpResponse:
+    """Edit a past user message and re-run from it (the later messages are rewound). The
+    reason is shown when refused (a turn is busy, the message is no longer live, bad text)."""
+    session = session_get(user=request.user, session_id=session_id, write=True)
+    message_id = _message_id(request)
+    _act(request, lambda: message_edit(
+        session=session, user=request.user, message_id=message_id,
+        text=request.POST.get("text", "")), "")
+    return _back(request, session.pk)
+
+
+@login_required
+@require_POST
+def turn_regenerate_view(request: HttpRequest, session_id: int) -> HttpResponse:
+    """Regenerate the last reply (rewind it and send the same message again)."""
+    session = session_get(user=request.user, session_id=session_id, write=True)
+    _act(request, lambda: turn_regenerate(session=session, user=request.user), "")
+    return _back(request, session.pk)
+
+
+@login_required
+@require_POST
+def session_fork_view(request: HttpRequest, session_id: int) -> HttpResponse:
+    """Fork the session at ``message_id`` into a new session and open it."""
+    session = session_get(user=request.user, session_id=session_id, write=True)
+    message_id = _message_id(request)
+    fork = _act(request, lambda: session_fork(
+        session=session, user=request.user, message_id=message_id), "")
+    if fork is None:
+        return _back(request, session.pk)
+    messages.success(request, f"This is a fork of “{session.title}”; the original is "
+                              "unchanged.")
+    return _back(request, fork.pk)
+
+
+@login_required
+@require_POST
+def session_pin_view(request: HttpRequest, session_id: int) -> HttpResponse:
+    """Pin (pinned=1, the default) or unpin (pinned=0). htmx: the sidebar's session list."""
+    session = session_get(user=request.user, session_id=session_id, write=True)
+    session_pin(session=session, pinned=request.POST.get("pinned", "1") != "0")
+    if request.htmx:
+        return render(request, "sessions/sidebar.html#sidebar-sessions",
+                      {"current_id": session.pk, "sidebar": Sidebar(user=request.user)})
+    target = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()},
+                                           require_https=request.is_secure()):
+        target = reverse("session_list")
+    return redirect(target)
+
+
+@login_required
+@require_GET
+def sidebar_view(request: HttpRequest) -> HttpResponse:
+    """The sidebar's session list, filtered by ``q`` (titles), for the search box."""
+    q = SearchForm(request.GET).query()
+    current = request.GET.get("current", "")
+    return render(request, "sessions/sidebar.html#sidebar-sessions",
+                  {"sidebar": Sidebar(user=request.user, query=q), "current_id": int(current) if current.isdigit() and
+                   len(current) < 19 else None})
+
+
+@login_required
+@require_POST
+def session_model_view(request: HttpRequest, session_id: int) -> HttpResponse:
+    """Change the provider and model between turns (``choice`` is "provider|model")."""
+    session = session_get(user=request.user, session_id=session_id, write=True)
+    provider, _, model = request.POST.get("choice", "").partition("|")
+    before = (session.provider, session.model)
+    changed = _act(request, lambda: session_model_set(
+        session=session, provider=provider, model=model), "")
+    if changed is not None and (changed.provider, changed.model) != before:
+        messages.success(request, f"Now using {changed.provider} · {changed.model}. The system "
+                         "prompt is rebuilt for it on the next turn (that request starts "
+                         "without a warm cache).")
+    return _back(request, session.pk)
+
+
+@login_required
+@require_GET
+def message_raw_view(request: HttpRequest, session_id: int) -> HttpResponse:
+    """GET raw/?message=<id>: one displayed message's text as written (Markdown), as
+    text/plain, for "Copy as Markdown". 404 for a message not shown in this session."""
+    session = session_get(user=request.user, session_id=session_id)
+    raw = request.GET.get("message", "")
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 19:
+        raise Http404("No such message")
+    row = message_list_display(session=session).filter(pk=int(raw)).first()
+    if row is None:
+        raise Http404("No such message")
+    return HttpResponse(row.content, content_type="text/plain; charset=utf-8")
+
+
+@login_required
+@require_GET
+def gauge_view(request: HttpRequest, session_id: int) -> HttpResponse:
+    """The context gauge partial (refreshed by the page after each turn)."""
+    session = session_get(user=request.user, session_id=session_id)
+    return render(request, "sessions/detail.html#gauge", {
+        "session": session, "gauge": session_context_gauge(session=session),
+        "gauge_events": gauge_events(session=session),
+        "can_write": session.owner_id == request.user.pk})
+
+
+@login_required
+@require_GET
+def files_view(request: HttpRequest, session_id: int) -> HttpResponse:
+    """The workspace panel: the file tree, and the preview of ``path`` when given."""
+    session = session_get(user=request.user, session_id=session_id)
+    return render(request, "sessions/files.html#files-panel",
+                  _files_context(request, session, request.GET.get("path", "")))
+
+
+def _files_context(request: HttpRequest, session, path: str, error: str = "") -> dict:
+    entries, truncated = file_tree(session=session)
+    preview = None
+    if path and not error:
+        try:
+            preview = file_preview(session=session, path=path)
+        except ValidationError as exc:
+            error = " ".join(exc.messages)
+    return {"session": session, "entries": entries, "truncated": truncated,
+            "preview": preview, "files_error": error, "upload_max": upload_max_bytes(),
+            "can_write": session.owner_id == request.user.pk}
+
+
+@login_required
+@require_GET
+def file_download_view(request: HttpRequest, session_id: int) -> HttpResponse:
+    """One workspace file as an attachment (a link or anything but a regular file: 404
+    with the reason)."""
+    session = session_get(user=request.user, session_id=session_id)
+    path = request.GET.get("path", "")
+    try:
+        data = file_read(session=session, path=path)
+    except ValidationError as exc:
+        return HttpResponse(" ".join(exc.messages), status=404, content_type="text/plain")
+    response = HttpResponse(data, content_type="application/octet-stream")
+    name = path.rsplit("/", 1)[-1].replace('"', "")
+    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+@login_required
+@require_POST
+def file_upload_view(request: HttpRequest, session_id: int) -> HttpResponse:
+    """Upload one file into the workspace root (size cap: sessions/files.py). htmx: the
+    panel, with the error (400) when refused."""
+    session = session_get(user=request.user, session_id=session_id, write=True)
+    upload = request.FILES.get("file")
+    error, path = "", ""
+    if upload is None:
+        error = "Choose a file to upload."
+    elif upload.size > upload_max_bytes():
+        error = (f"“{upload.name}” is {upload.size:,} bytes; the upload limit is "
+                 f"{upload_max_bytes():,} bytes.")
+    else:
+        try:
+            path = file_upload(session=session, name=upload.name, data=upload.read())
+        except ValidationError as exc:
+            error = " ".join(exc.messages)
+    if request.htmx:
+        context = _files_context(request, session, path, error)
+        context["uploaded"] = path
+        return render(request, "sessions/files.html#files-panel", context,
+                      status=400 if error else 200)
+    if error:
+        messages.error(request, error)
+    else:
+        messages.success(request, f"Uploaded {path}.")
     return redirect("session_detail", session_id=session.pk)
 
 
@@ -73,6 +290,9 @@ def session_detail_view(request: HttpRequest, session_id: int) -> HttpResponse:
                "can_write": session.owner_id == request.user.pk and session.parent_id is None,
                "session_cost": MONEY.session_costs([session.pk]).get(session.pk),
                "children_cost": children_cost(session),
+               "gauge": session_context_gauge(session=session),
+               "gauge_events": gauge_events(session=session),
+               "provider_choices": provider_choices(),
                **transcript_context(session=session, user=request.user, request=request)}
     return render(request, "sessions/detail.html", context)
 

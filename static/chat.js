@@ -98,6 +98,48 @@
     badge.style.display = count === 0 ? "none" : "";  /* .badge's display beats [hidden] */
   }
 
+  /* Set when this tab sent an action that answers with a redirect (edit, regenerate, fork,
+     model switch), so the rewind event it causes does not reload the page a second time. */
+  var leaving = false;
+  document.addEventListener("htmx:beforeRequest", function (e) {
+    var elt = e.detail.elt;
+    if (elt && elt.closest && (elt.closest(".msg-actions") || elt.closest(".chat-actions"))) leaving = true;
+  });
+  document.addEventListener("htmx:afterRequest", function (e) {
+    if (!e.detail.successful) leaving = false;
+  });
+
+  function signal(name) { document.body.dispatchEvent(new CustomEvent(name)); }
+
+  /* Notifications while the tab is hidden: a count in the title, and a browser
+     notification when the user has allowed them (asked once, on the first message sent). */
+  var LONG_TURN_MS = 15000, turnStartedAt = 0, unseen = 0, baseTitle = document.title;
+  function attention(title, body) {
+    if (!document.hidden) return;
+    unseen += 1;
+    document.title = "(" + unseen + ") " + baseTitle;
+    if (window.Notification && Notification.permission === "granted") {
+      try { new Notification(title, { body: body, tag: "hermes-" + sessionId }); } catch (err) { /* unsupported */ }
+    }
+  }
+  document.addEventListener("visibilitychange", function () {
+    if (!document.hidden && unseen) { unseen = 0; document.title = baseTitle; }
+  });
+  document.addEventListener("htmx:beforeRequest", function (e) {
+    if (e.detail.elt && e.detail.elt.id === "composer" && window.Notification &&
+        Notification.permission === "default") {
+      try { Notification.requestPermission(); } catch (err) { /* unsupported */ }
+    }
+  });
+
+  /* Esc stops the running turn (when no dialog, menu or edit box has the key). */
+  document.addEventListener("keydown", function (e) {
+    if (e.key !== "Escape" || e.defaultPrevented) return;
+    if (document.querySelector("dialog[open]") || document.body.classList.contains("drawer-open")) return;
+    var stop = document.getElementById("stop-button");
+    if (stop) { e.preventDefault(); stop.click(); }
+  });
+
   function apply(frame) {
     if (frame.type === "approval.badge") { setBadge(frame.count); return; }
     if (frame.session_id !== sessionId) return;
@@ -112,9 +154,10 @@
       var heading = document.getElementById("session-title");
       heading.textContent = payload.title;
       heading.title = payload.title;
-      document.title = payload.title + " · Hermes Web";
+      document.title = baseTitle = payload.title + " · Hermes Web";
     } else if (frame.type === "session.updated" && payload.rewound_from) {
-      window.location.reload();
+      /* An edit or regenerate from this tab already navigates (HX-Redirect): one load only. */
+      if (!leaving) window.location.reload();
       return;
     }
     if (frame.html) {
@@ -129,7 +172,18 @@
       fragment(frame.html).forEach(place);
       if (replacesStream && streaming) streaming.remove();
     }
+    if (frame.type === "tool.result" || frame.type === "workspace.changed") signal("hermes:workspace");
+    if (frame.type === "compaction" || frame.type === "prune") signal("hermes:turn-ended");
+    if (frame.type === "turn.started") turnStartedAt = Date.now();
+    if (frame.type === "turn.awaiting_approval") {
+      attention("An approval is waiting", "A tool call in “" + document.getElementById("session-title").textContent + "” needs your decision.");
+    }
     if (/^turn\.(finished|failed|cancelled)$/.test(frame.type)) {
+      signal("hermes:turn-ended");
+      if (turnStartedAt && Date.now() - turnStartedAt > LONG_TURN_MS) {
+        attention("The turn finished", "“" + document.getElementById("session-title").textContent + "”: " + frame.type.slice(5) + ".");
+      }
+      turnStartedAt = 0;
       var leftover = document.getElementById("streaming");
       if (leftover) leftover.classList.add("stream-ended");
       if (leftover) leftover.id = "";

@@ -65,6 +65,24 @@ EXPECTED: dict[str, Expect] = {
                              data={"title": "renamed"}),
     "session_archive": Expect(method="POST", owner=302, other=404, admin=404),
     "session_rewind": Expect(method="POST", owner=302, other=404, admin=404),
+    # the interface (issue 14): writes are the owner's; reads (gauge, files) the team admin's too
+    "message_edit": Expect(method="POST", owner=302, other=404, admin=404,
+                           data={"message_id": "1", "text": "edited"}),
+    "turn_regenerate": Expect(method="POST", owner=302, other=404, admin=404),
+    "session_fork": Expect(method="POST", owner=302, other=404, admin=404,
+                           data={"message_id": "1"}),
+    "session_pin": Expect(method="POST", owner=302, other=404, admin=404),
+    "session_model": Expect(method="POST", owner=302, other=404, admin=404,
+                            data={"choice": "simulator|hermes-simulator"}),
+    "session_gauge": Expect(method="GET", owner=200, other=404, admin=200),
+    "session_files": Expect(method="GET", owner=200, other=404, admin=200),
+    "file_download": Expect(method="GET", owner=404, other=404, admin=404),  # no ?path
+    "file_upload": Expect(method="POST", owner=302, other=404, admin=404),
+    "message_raw": Expect(method="GET", owner=404, other=404, admin=404),  # no ?message
+    "password_change": Expect(method="GET", owner=200, other=200, admin=200),
+    "team_members": Expect(method="GET", owner=404, other=404, admin=200),
+    "people": Expect(method="GET", owner=404, other=404, admin=404),  # staff only
+    "sidebar": Expect(method="GET", owner=200, other=200, admin=200),
     "approval_queue": Expect(method="GET", owner=200, other=200, admin=200),
     "approval_rules": Expect(method="GET", owner=200, other=200, admin=200),
     "approval_decide": Expect(method="POST", owner=302, other=404, admin=302,

@@ -70,7 +70,7 @@ def test_csp_header_and_no_violation_on_the_chat_page(server, browser):
                           "style-src 'self'", "object-src 'none'", "frame-ancestors 'none'"):
             assert directive in policy, policy
         assert "unsafe-inline" not in policy and "unsafe-eval" not in policy
-        page.fill("input[name=q]", "nothing")  # htmx search-as-you-type under the policy
+        page.fill(".search-form input[name=q]", "nothing")  # htmx search-as-you-type, CSP on
         page.wait_for_selector("#session-rows >> text=No session titles match")
         page.click("#new-session")
         page.wait_for_selector("#composer-text")
@@ -89,7 +89,7 @@ def test_csp_header_and_no_violation_on_the_chat_page(server, browser):
         assert page.locator("#transcript a.image-link").count() == 1
         assert page.locator("#transcript img").count() == 0
         # The rewind confirmation (moved out of an inline onsubmit) still asks and works.
-        page.click(".chat-actions button.link")
+        page.click(".chat-actions form[action$='/rewind/'] button")
         page.wait_for_function("() => [...document.querySelectorAll('.flash li')].some("
                                "(li) => li.textContent.includes('Took back'))")
         assert violations(page, console) == []

@@ -72,7 +72,8 @@ def header_boxes(page) -> dict:
                     height: r.height, width: r.width}; };
         const head = document.querySelector('.chat-head');
         const exp = head.querySelector('a[href$="export.json"], a.link');
-        const rewind = head.querySelector('button.link');
+        const buttons = head.querySelectorAll('.chat-actions button.link');
+        const rewind = buttons[buttons.length - 1];  // the last action (Regenerate, Rewind)
         return {head: box(head), title: box(document.getElementById('session-title')),
                 exp: box(exp), rewind: box(rewind),
                 line: parseFloat(getComputedStyle(exp).lineHeight) || 24,
@@ -85,7 +86,7 @@ def header_boxes(page) -> dict:
 def test_chat_header_keeps_actions_on_one_line_at_the_right(server, browser, name, viewport):
     url, _sim, password = server
     context, page = logged_in(browser, url, "demo", password, viewport=viewport)
-    page.click(f"text={LONG_TITLE[:30]}")
+    page.click(f"#session-rows >> text={LONG_TITLE[:30]}")  # the sidebar lists it too
     page.wait_for_selector("#session-title")
     b = header_boxes(page)
     shot(page, f"chat-header-{name}")

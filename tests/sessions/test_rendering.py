@@ -56,3 +56,13 @@ def test_a_terminal_result_with_a_nonzero_exit_code_shows_as_failed_even_when_lo
 def test_favicon_is_served(client):
     response = client.get("/favicon.ico")
     assert response.status_code == 301 and response["Location"].endswith("favicon.svg")
+
+
+def test_task_lists_render_disabled_labelled_checkboxes_and_raw_inputs_stay_text():
+    from sessions.rendering import markdown_html
+
+    html = str(markdown_html("- [x] done\n- [ ] todo\n- plain\n\n<input type=checkbox> raw"))
+    assert '<li class="task-list-item"><input type="checkbox" disabled="" checked="" ' \
+           'aria-label="done"> done</li>' in html
+    assert 'aria-label="not done"> todo</li>' in html and "<li>plain</li>" in html
+    assert "&lt;input type=checkbox&gt; raw" in html and html.count("<input") == 2

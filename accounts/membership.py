@@ -1,0 +1,166 @@
+"""People and teams without the Django admin (issue 14 item 7): services and selectors.
+
+Team admins add existing users to their team, set roles and remove members; staff create
+users and teams. Every write is one transaction with an AuditEntry ("team.member_add",
+"team.member_role", "team.member_remove", "user.create", "team.create"). A team always
+keeps at least one admin: demoting or removing the last one is refused. Who may act is
+checked here (team_get_for_admin: Http404 for anyone else; staff_check: Http404 for a
+non-staff user, so the pages' existence is not revealed).
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
+from django.http import Http404
+
+from accounts.models import Membership, Team
+from accounts.services import team_get_for_admin
+from approvals.models import AuditEntry
+from sessions.models import Session
+
+ROLES = {Membership.Role.MEMBER.value, Membership.Role.ADMIN.value}
+
+
+def staff_check(*, user) -> None:
+    """Http404 unless ``user`` is signed-in staff."""
+    if not (user.is_authenticated and user.is_staff):
+        raise Http404("Not found")
+
+
+def team_members(*, team: Team) -> QuerySet[Membership]:
+    """The team's memberships with their users, admins first, then by username."""
+    return (Membership.objects.filter(team=team).select_related("user")
+            .order_by("role", "user__username"))
+
+
+def team_sessions(*, team: Team, limit: int = 50) -> QuerySet[Session]:
+    """The team's top-level sessions, newest activity first (a team admin reads them)."""
+    return (Session.objects.filter(team=team, parent__isnull=True).select_related("owner")
+            .order_by("-last_activity_at")[:limit])
+
+
+def _role(role: str) -> str:
+    if role not in ROLES:
+        raise ValidationError(f"A role is “member” or “admin”, not “{role}”.")
+    return role
+
+
+def _audit(actor, action: str, **detail) -> None:
+    AuditEntry.objects.create(actor=actor, action=action, detail=detail)
+
+
+def team_member_add(*, actor, team_id: int, username: str, role: str = "member") -> Membership:
+    """Add the existing user ``username`` to the team with ``role``. Http404 unless
+    ``actor`` is an admin of the team; ValidationError for an unknown user, a bad role, or
+    someone already in the team."""
+    team = team_get_for_admin(user=actor, team_id=team_id)
+    role = _role(role)
+    user = get_user_model().objects.filter(username=(username or "").strip()).first()
+    if user is None:
+        raise ValidationError(f"No user is called “{(username or '').strip()}”. Staff can "
+                              "create users on the People page.")
+    try:
+        with transaction.atomic():
+            membership = Membership.objects.create(user=user, team=team, role=role)
+            _audit(actor, "team.member_add", team_id=team.pk, user=user.username, role=role)
+    except IntegrityError:
+        raise ValidationError(f"{user.username} is already in {team.name}.") from None
+    return membership
+
+
+def _membership_locked(team: Team, user_id: int) -> Membership:
+    membership = (Membership.objects.select_for_update().filter(team=team, user_id=user_id)
+                  .select_related("user").first())
+    if membership is None:
+        raise ValidationError("That person is not in this team.")
+    return membership
+
+
+def _keep_an_admin(team: Team, membership: Membership, action: str) -> None:
+    admins = list(Membership.objects.select_for_update().filter(
+        team=team, role=Membership.Role.ADMIN).values_list("pk", flat=True))
+    if admins == [membership.pk]:
+        raise ValidationError(f"{membership.user.username} is the team's only admin; make "
+                              f"someone else an admin before {action}.")
+
+
+def team_member_role_set(*, actor, team_id: int, user_id: int, role: str) -> Membership:
+    """Set a member's role. Http404 unless ``actor`` administers the team; ValidationError
+    for a bad role, a non-member, or demoting the last admin."""
+    team = team_get_for_admin(user=actor, team_id=team_id)
+    role = _role(role)
+    with transaction.atomic():
+        membership = _membership_locked(team, user_id)
+        if membership.role == role:
+            return membership
+        if role == Membership.Role.MEMBER:
+            _keep_an_admin(team, membership, "changing this role")
+        membership.role = role
+        membership.save(update_fields=["role"])
+        _audit(actor, "team.member_role", team_id=team.pk, user=membership.user.username,
+               role=role)
+    return membership
+
+
+def team_member_remove(*, actor, team_id: int, user_id: int) -> None:
+    """Remove a member from the team (their sessions stay theirs). Http404 unless ``actor``
+    administers the team; ValidationError for a non-member or the last admin."""
+    team = team_get_for_admin(user=actor, team_id=team_id)
+    with transaction.atomic():
+        membership = _membership_locked(team, user_id)
+        if membership.role == Membership.Role.ADMIN:
+            _keep_an_admin(team, membership, "removing them")
+        membership.delete()
+        _audit(actor, "team.member_remove", team_id=team.pk, user=membership.user.username)
+
+
+def user_create(*, actor, username: str, password: str, team_id: int | None = None,
+                role: str = "member", is_staff: bool = False):
+    """Create a user (staff only: Http404 otherwise), optionally in a team with ``role``.
+    The caller validated the username and password (Django's UserCreationForm runs the
+    password validators); ValidationError for a taken username or an unknown team."""
+    staff_check(user=actor)
+    role = _role(role)
+    User = get_user_model()
+    with transaction.atomic():
+        if User.objects.filter(username=username).exists():
+            raise ValidationError(f"The username “{username}” is taken.")
+        team = None
+        if team_id is not None:
+            team = Team.objects.filter(pk=team_id).first()
+            if team is None:
+                raise ValidationError("No such team.")
+        user = User.objects.create_user(username=username, password=password,
+                                        is_staff=is_staff)
+        if team is not None:
+            Membership.objects.create(user=user, team=team, role=role)
+        _audit(actor, "user.create", user=username, team_id=team_id, role=role,
+               is_staff=is_staff)
+    return user
+
+
+def team_create(*, actor, name: str, admin_username: str = "") -> Team:
+    """Create a team (staff only: Http404 otherwise) with an optional first admin.
+    ValidationError for an empty, over-long (100) or taken name, or an unknown user."""
+    staff_check(user=actor)
+    name = (name or "").strip()
+    if not name or len(name) > 100:
+        raise ValidationError("A team name is 1 to 100 characters.")
+    admin = None
+    if admin_username.strip():
+        admin = get_user_model().objects.filter(username=admin_username.strip()).first()
+        if admin is None:
+            raise ValidationError(f"No user is called “{admin_username.strip()}”.")
+    try:
+        with transaction.atomic():
+            team = Team.objects.create(name=name)
+            if admin is not None:
+                Membership.objects.create(user=admin, team=team, role=Membership.Role.ADMIN)
+            _audit(actor, "team.create", team_id=team.pk, team=name,
+                   admin=admin.username if admin else None)
+    except IntegrityError:
+        raise ValidationError(f"A team called “{name}” exists already.") from None
+    return team
