@@ -307,3 +307,6 @@ class ToolResultLedger(models.Model):
 
     def __str__(self) -> str:
         return f"ledger {self.session_id}:{self.call_id}"
+
+
+from sessions.mcp_models import McpServer, SessionToolSchema  # noqa: E402,F401  (registered here)
