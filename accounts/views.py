@@ -36,7 +36,7 @@ from accounts.spend import (
     spend_members, spend_periods, spend_teams, usage_scope)
 from sessions.selectors import session_get
 from sessions.services import provider_default
-from sessions.toolbox import backend_kind, confinement
+from sessions.toolbox import backend_kind, confinement, toolset_tokens
 
 
 @require_POST
@@ -66,6 +66,9 @@ def settings_view(request: HttpRequest) -> HttpResponse:
         "login_cooloff_minutes": round(float(settings.AXES_COOLOFF_TIME) * 60),
         "memberships": request.user.memberships.select_related("team"),
     }
+    first = request.user.memberships.select_related("team").order_by("id").first()
+    context["floor_team"] = first.team if first is not None else None
+    context["floor"] = toolset_tokens(team_id=first.team_id if first is not None else None)
     return render(request, "accounts/settings.html", context)
 
 

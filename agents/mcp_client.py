@@ -123,7 +123,7 @@ async def _all_tools(client) -> list[Any]:
     tools: list[Any] = []
     cursor = None
     for _ in range(100):  # a paginator that never ends cannot hang the connect
-        page = await client.list_tools(cursor=cursor)
+        page = await client.list_tools(cursor=cursor, cache_mode="bypass")
         tools.extend(page.tools)
         cursor = page.next_cursor
         if not cursor:
@@ -248,14 +248,19 @@ class ConnectionManager:
             attempt += 1
 
     async def _keep_alive(self, live: _Live, client) -> None:
-        """Return when the connection is gone: a call saw it die, or a ping failed."""
+        """Raise when the connection is gone: a call saw it die, or the periodic re-listing
+        failed (the SDK's ping is gone from the 2026 protocol; tools/list works in every
+        version and also notices a server whose tools changed)."""
         while True:
             try:
                 await asyncio.wait_for(live.dead.wait(), self._ping_interval)
                 raise ConnectionError(live.status.error or "the connection was lost")
             except TimeoutError:
                 pass
-            await asyncio.wait_for(client.send_ping(), self._ping_interval)
+            listed = await asyncio.wait_for(_all_tools(client), max(self._ping_interval, 10.0))
+            tools, rejected = tools_from_listing(listed, live.config.name)
+            if tools != live.status.tools or rejected != live.status.rejected:
+                live.status = replace(live.status, tools=tools, rejected=rejected)
 
     # --- calls -----------------------------------------------------------------------
     def call(self, key: str, tool: str, arguments: Mapping[str, Any], *,
