@@ -53,7 +53,7 @@ class McpServerForm(forms.Form):
 
     def __init__(self, *args, team, instance: McpServer | None = None, **kwargs):
         self.team, self.instance = team, instance
-        if instance is not None and not args and "data" not in kwargs:
+        if instance is not None and (not args or args[0] is None) and not kwargs.get("data"):
             kwargs["initial"] = {
                 "name": instance.name, "transport": instance.transport,
                 "command": instance.command, "url": instance.url,
