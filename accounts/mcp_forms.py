@@ -12,6 +12,7 @@ import shutil
 from urllib.parse import urlsplit
 
 from django import forms
+from django.conf import settings
 from django.utils import timezone
 
 from agents.tools.mcp import POLICIES, SERVER_NAME
@@ -51,8 +52,8 @@ class McpServerForm(forms.Form):
                                     help_text="for a server that is not up yet; its tools "
                                     "reach sessions once a worker connects")
 
-    def __init__(self, *args, team, instance: McpServer | None = None, **kwargs):
-        self.team, self.instance = team, instance
+    def __init__(self, *args, team, user=None, instance: McpServer | None = None, **kwargs):
+        self.team, self.instance, self.user = team, instance, user
         if instance is not None and (not args or args[0] is None) and not kwargs.get("data"):
             kwargs["initial"] = {
                 "name": instance.name, "transport": instance.transport,
@@ -124,6 +125,16 @@ class McpServerForm(forms.Form):
         return data
 
     def _check_command(self, command: str) -> None:
+        allowed = settings.HERMES["MCP_STDIO_ALLOWED"]
+        if allowed != "admins" and not (allowed == "staff" and self.user is not None
+                                        and self.user.is_staff):
+            # A stdio server is a program started on the worker host as the worker's user:
+            # it can read what the worker can. The operator decides who may start one.
+            self.add_error("transport", "stdio servers run a command on the server host; on "
+                           "this deployment only " + ("staff" if allowed == "staff" else
+                                                      "the operator") + " may add them "
+                           "(HERMES_MCP_STDIO_ALLOWED). Use a streamable-HTTP server.")
+            return
         if not command:
             self.add_error("command", "A stdio server needs a command.")
             return

@@ -39,7 +39,7 @@ def _server_rows(team) -> list[dict]:
 def team_mcp_view(request: HttpRequest, team_id: int) -> HttpResponse:
     """List the team's servers and add one (POST). A form error answers 400."""
     team = team_get_for_admin(user=request.user, team_id=team_id)
-    form = McpServerForm(request.POST or None, team=team)
+    form = McpServerForm(request.POST or None, team=team, user=request.user)
     if request.method == "POST" and form.is_valid():
         row = mcp_server_save(user=request.user, team_id=team.pk, data=form.cleaned_data)
         messages.success(request, f"MCP server {row.name} saved; members' sessions offer "
@@ -59,7 +59,8 @@ def team_mcp_edit_view(request: HttpRequest, team_id: int, server_id: int) -> Ht
     server = McpServer.objects.filter(pk=server_id, team=team).first()
     if server is None:
         raise Http404("No such server")
-    form = McpServerForm(request.POST or None, team=team, instance=server)
+    form = McpServerForm(request.POST or None, team=team, user=request.user,
+                         instance=server)
     if request.method == "POST" and form.is_valid():
         mcp_server_save(user=request.user, team_id=team.pk, data=form.cleaned_data,
                         instance=server)

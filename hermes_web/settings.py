@@ -356,4 +356,7 @@ HERMES = {
     "MCP_CALL_TIMEOUT": float(env_str("HERMES_MCP_CALL_TIMEOUT", "120")),
     "MCP_PING_INTERVAL": float(env_str("HERMES_MCP_PING_INTERVAL", "5")),
     "MCP_CHECK_TIMEOUT": float(env_str("HERMES_MCP_CHECK_TIMEOUT", "15")),
+    # Who may configure a stdio MCP server (a command the worker starts on the host as its
+    # own user): "staff" (team admins who are staff), "admins" (any team admin) or "off".
+    "MCP_STDIO_ALLOWED": env_str("HERMES_MCP_STDIO_ALLOWED", "staff"),
 }

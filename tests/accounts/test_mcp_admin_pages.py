@@ -18,7 +18,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def admin_client(make_user, login, hermes_settings):
-    hermes_settings.HERMES = {**hermes_settings.HERMES, "MCP_CHECK_TIMEOUT": 20.0}
+    hermes_settings.HERMES = {**hermes_settings.HERMES, "MCP_CHECK_TIMEOUT": 20.0,
+                              "MCP_STDIO_ALLOWED": "admins"}
     admin = make_user("ada", team="red", role="admin")
     yield login(admin), admin.memberships.get().team
     mcp.mcp_manager_reset()
@@ -140,3 +141,18 @@ def test_the_settings_page_shows_the_floor_and_a_servers_cost(admin_client):
     server = int(re.search(r'data-toolset="mcp: tools">.*?class="tokens">(\d+)<',
                            after).group(1))
     assert total(after) - total(before) == server > 50
+
+
+@pytest.mark.parametrize("allowed, staff, ok", [("staff", False, False), ("staff", True, True),
+                                                ("off", True, False), ("admins", False, True)])
+def test_who_may_add_a_stdio_server_is_the_operators_choice(make_user, login, settings,
+                                                           allowed, staff, ok):
+    settings.HERMES = {**settings.HERMES, "MCP_STDIO_ALLOWED": allowed,
+                       "MCP_CHECK_TIMEOUT": 20.0}
+    admin = make_user("ops", team="green", role="admin", staff=staff)
+    team = admin.memberships.get().team
+    response = login(admin).post(f"/settings/teams/{team.pk}/mcp/", form(skip_check="on"))
+    assert response.status_code == (302 if ok else 400)
+    if not ok:
+        assert "stdio servers run a command on the server host" in errors(response)
+    assert McpServer.objects.filter(team=team).exists() == ok

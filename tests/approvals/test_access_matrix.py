@@ -23,6 +23,7 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from approvals.models import ApprovalRule
 from approvals.services import approval_decide
+from sessions.mcp_models import McpServer
 
 LOGIN = "login"
 """Expected "302 to the login page" (anonymous users)."""
@@ -78,6 +79,10 @@ EXPECTED: dict[str, Expect] = {
     "turn_budget_resume": Expect(method="POST", owner=302, other=404, admin=404),
     # a team's approval policy: its admins only (a plain member sees a 404 too)
     "team_settings": Expect(method="GET", owner=404, other=404, admin=200),
+    # a team's MCP servers (issue 13): its admins only
+    "team_mcp": Expect(method="GET", owner=404, other=404, admin=200),
+    "team_mcp_edit": Expect(method="GET", owner=404, other=404, admin=200),
+    "team_mcp_delete": Expect(method="POST", owner=404, other=404, admin=302),
 }
 WEBSOCKET_EXPECTED = {
     # route pattern → per actor: True (accepted) or the close code.
@@ -134,7 +139,10 @@ def world(people, session_a, session_b, ask):
         approval_decide(user=people[owner], approval_id=rule_source.pk, choice="always")
         objects[owner] = {"session_id": session.pk, "approval_id": ask(session, turn).pk,
                           "rule_id": ApprovalRule.objects.get(user=people[owner]).pk,
-                          "team_id": session.team_id}
+                          "team_id": session.team_id,
+                          "server_id": McpServer.objects.create(
+                              team_id=session.team_id, name=f"srv-{owner}", transport="stdio",
+                              command="true").pk}
     return objects
 
 

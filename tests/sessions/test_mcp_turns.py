@@ -100,6 +100,11 @@ def test_a_members_session_calls_the_teams_stdio_server_tool(alice, simulator):
     rebuilt = RunEvent.objects.get(session=session, type="tools.rebuilt")
     assert rebuilt.payload["reason"] == "new session"
     assert "mcp__tools__echo" in rebuilt.payload["added"]
+    floor = toolbox.toolset_tokens(session)  # what the context gauge reads
+    names = {t["name"]: t for t in floor["toolsets"]}
+    assert names["mcp: tools"]["tools"] == ["mcp__tools__add", "mcp__tools__big",
+                                            "mcp__tools__crash", "mcp__tools__echo"]
+    assert floor["system"] > 0 and floor["total"] == floor["system"] + floor["tools"]
 
 
 def test_ask_policy_waits_for_a_person_and_runs_after_approval(alice, simulator):
