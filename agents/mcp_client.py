@@ -17,6 +17,7 @@ one rebuild function. No Django; configuration arrives as ``ServerConfig`` value
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import threading
 import time
@@ -34,6 +35,8 @@ BACKOFF_CAP = 30.0
 PING_INTERVAL = 5.0
 CONNECT_TIMEOUT = 20.0
 CALL_TIMEOUT = 120.0
+STOP_POLL = 0.25
+"""Seconds between two looks at the turn's stop flag while a call runs."""
 
 
 def reconnect_delay(attempt: int, *, base: float = BACKOFF_BASE, cap: float = BACKOFF_CAP
@@ -264,10 +267,11 @@ class ConnectionManager:
 
     # --- calls -----------------------------------------------------------------------
     def call(self, key: str, tool: str, arguments: Mapping[str, Any], *,
-             timeout: float | None = None) -> Any:
+             timeout: float | None = None, should_stop=None) -> Any:
         """Call ``tool`` on server ``key`` and return its CallToolResult. Raises ToolError:
         server unknown or not connected, the connection died mid-call (the supervisor then
-        reconnects), a timeout, a malformed result."""
+        reconnects), a timeout, a malformed result, ``should_stop()`` turning true (polled
+        every 0.25 s: the user pressed Stop; the request is cancelled)."""
         live = self._live.get(key)
         client = live.client if live is not None else None
         if live is None or client is None:
@@ -279,7 +283,24 @@ class ConnectionManager:
         future = asyncio.run_coroutine_threadsafe(
             asyncio.wait_for(client.call_tool(tool, dict(arguments)), limit), self._loop)
         try:
-            return future.result(limit + 5)
+            deadline = time.monotonic() + limit + 5
+            while not future.done():
+                try:
+                    future.result(STOP_POLL)
+                except concurrent.futures.TimeoutError:
+                    if future.done():  # the call itself timed out: reported below
+                        break
+                    if should_stop is not None and should_stop():
+                        future.cancel()
+                        raise ToolError(f"stopped by the user; the call to {tool} was "
+                                        "cancelled and its outcome is unknown.") from None
+                    if time.monotonic() > deadline:
+                        raise TimeoutError() from None
+                except BaseException:  # noqa: BLE001 — the call's own failure: read below
+                    break
+            return future.result()
+        except ToolError:
+            raise
         except BaseException as exc:  # noqa: BLE001 — every failure becomes a tool error
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise

@@ -147,17 +147,17 @@ def tools_from_snapshot(specs: dict[str, dict], rows: Iterable[McpServer]) -> li
 
 def _caller(row: McpServer | None, server: str):
     if row is None:
-        def gone(tool: str, args: dict):
+        def gone(tool: str, args: dict, should_stop=None):
             raise ToolError(f"MCP server {server!r} was removed by a team admin; the call "
                             "was not executed.")
         return gone
     key = server_key(row)
 
-    def call(tool: str, args: dict):
+    def call(tool: str, args: dict, should_stop=None):
         manager = mcp_manager()
         if manager.status(key) is None:  # a worker that has not started it yet (a resume)
             mcp_sync(row.team_id)
-        return manager.call(key, tool, args)
+        return manager.call(key, tool, args, should_stop=should_stop)
     return call
 
 

@@ -119,8 +119,9 @@ def result_text(result: Any) -> ToolOutput:
     return ToolOutput(text=text or "(no output)", is_error=bool(getattr(result, "is_error", False)))
 
 
-Caller = Callable[[str, dict[str, Any]], Any]
-"""caller(remote_tool_name, arguments) -> CallToolResult; raises ToolError on failure."""
+Caller = Callable[..., Any]
+"""caller(remote_tool_name, arguments, should_stop=None) -> CallToolResult; raises
+ToolError on failure (``should_stop``: the turn's stop flag, polled while waiting)."""
 
 
 class McpTool:
@@ -144,7 +145,8 @@ class McpTool:
         return []  # what a remote server touches is not ours to see; read-only or alone
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        return result_text(self._caller(self.remote.name, args))
+        return result_text(self._caller(self.remote.name, args,
+                                        should_stop=ctx.extras.get("should_stop")))
 
 
 __all__ = ["McpTool", "POLICIES", "PREFIX", "RemoteTool", "SERVER_NAME", "full_name",

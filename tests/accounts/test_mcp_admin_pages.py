@@ -43,7 +43,7 @@ def test_an_admin_adds_a_stdio_server_and_its_tools_are_listed_with_their_cost(a
                            form(tool_policies="add: read_only\necho: allow", env="A=1"))
     assert response.status_code == 302
     row = McpServer.objects.get(team=team, name="tools")
-    assert [t["name"] for t in row.tools_listed] == ["add", "big", "crash", "echo"]
+    assert [t["name"] for t in row.tools_listed] == ["add", "big", "crash", "echo", "sleepy"]
     assert row.policy_for("add") == "read_only" and row.policy_for("crash") == "ask"
     assert row.env == {"A": "1"}
     assert AuditEntry.objects.filter(action="team.mcp_server").exists()

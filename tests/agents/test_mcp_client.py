@@ -59,7 +59,7 @@ def test_reconnect_delay_doubles_and_is_capped():
 
 def test_probe_lists_a_stdio_servers_tools_with_their_schemas():
     good, rejected = probe_server(stdio("stdio_tools"), timeout=20)
-    assert [t.name for t in good] == ["add", "big", "crash", "echo"]
+    assert [t.name for t in good] == ["add", "big", "crash", "echo", "sleepy"]
     echo = next(t for t in good if t.name == "echo")
     assert echo.input_schema["properties"]["text"]["type"] == "string"
     assert rejected == ()
@@ -156,3 +156,18 @@ def test_the_floor_groups_tools_by_toolset_and_grows_with_each_server():
     assert more["toolsets"][0] == web  # largest first
     assert more["total"] - floor["total"] == web["tokens"] >= 1000
     assert toolset_of("mcp__web__fetch") == "mcp: web" and toolset_of("odd") == "odd"
+
+
+def test_stop_cancels_a_long_call_and_a_slow_call_times_out(manager):
+    config = stdio("stdio_tools")
+    manager.ensure("t", [config])
+    assert manager.wait_connected(config.key, 20)
+    stop_at = time.monotonic() + 0.5
+    started = time.monotonic()
+    with pytest.raises(ToolError, match="stopped by the user"):
+        manager.call(config.key, "sleepy", {"seconds": 30},
+                     should_stop=lambda: time.monotonic() > stop_at)
+    assert time.monotonic() - started < 5
+    with pytest.raises(ToolError, match="did not answer within 1 s"):
+        manager.call(config.key, "sleepy", {"seconds": 30}, timeout=1)
+    assert manager.call(config.key, "echo", {"text": "still"}).content[0].text == "echo: still"

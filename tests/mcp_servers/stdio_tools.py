@@ -2,7 +2,8 @@
 
 Run as ``python stdio_tools.py [--slow SECONDS]``: with --slow it sleeps before serving
 (a server that starts slowly). ``crash`` exits the process in the middle of the call (a
-server that dies mid-call). ``big`` returns N characters (the spill).
+server that dies mid-call). ``big`` returns N characters (the spill). ``sleepy`` takes
+its time (Stop and call timeouts).
 """
 
 import os
@@ -31,6 +32,15 @@ def big(chars: int) -> str:
     """Return a text of the given number of characters (lines of 'x')."""
     line = "x" * 99 + "\n"
     return (line * (chars // 100 + 1))[:chars]
+
+
+@server.tool()
+async def sleepy(seconds: float) -> str:
+    """Sleep for the given seconds, then answer."""
+    import anyio
+
+    await anyio.sleep(seconds)
+    return "slept"
 
 
 @server.tool()

@@ -103,7 +103,8 @@ def test_a_members_session_calls_the_teams_stdio_server_tool(alice, simulator):
     floor = toolbox.toolset_tokens(session)  # what the context gauge reads
     names = {t["name"]: t for t in floor["toolsets"]}
     assert names["mcp: tools"]["tools"] == ["mcp__tools__add", "mcp__tools__big",
-                                            "mcp__tools__crash", "mcp__tools__echo"]
+                                            "mcp__tools__crash", "mcp__tools__echo",
+                                            "mcp__tools__sleepy"]
     assert floor["system"] > 0 and floor["total"] == floor["system"] + floor["tools"]
 
 
