@@ -74,7 +74,9 @@ class Tool(Protocol):
     canonical paths a call reads or writes, ``[]`` when it has no path scope, ``None`` when
     the scope cannot be determined (the scheduler then treats the call as a barrier; seed,
     "Dispatch: not parallel, not serial, segmented"). ``run`` raises agents.errors.ToolError
-    for failures the model should read.
+    for failures the model should read. Optional ``availability``: a zero-argument
+    predicate (agents/availability.py) deciding whether a rebuilt schema offers the tool;
+    a tool without one is always offered.
     """
 
     spec: ToolSpec

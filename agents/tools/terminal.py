@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agents.availability import binary_installed
 from agents.errors import ToolError
 from agents.messages import ToolSpec
 from agents.tools import PathScope, ToolContext, ToolOutput
@@ -46,6 +47,7 @@ class Terminal:
     )
     read_only = False
     interactive = False
+    availability = staticmethod(binary_installed("bash"))  # both backends run `bash -c`
 
     def paths(self, args: dict[str, Any], ctx: ToolContext) -> PathScope | None:
         return []

@@ -247,3 +247,14 @@ def test_the_django_admin_action_rebuilds_an_idle_session(alice, simulator, make
     last = RunEvent.objects.filter(session=session, type="tools.rebuilt").order_by("seq").last()
     assert last.payload["reason"] == "admin:root"
     assert Session.objects.get(pk=session.pk).system_prompt == ""  # rebuilt at the next turn
+
+
+def test_a_builtin_whose_predicate_fails_is_left_out_of_a_new_sessions_schema(
+        alice, simulator, monkeypatch):
+    terminal = toolbox._full_registry().get("terminal")
+    assert terminal.availability()  # bash is installed here
+    monkeypatch.setattr(type(terminal), "availability", staticmethod(lambda: False))
+    simulator.state.script = calls()
+    session = session_create(user=alice)
+    assert run_turn(session, alice, "hello").status == Turn.Status.COMPLETED
+    assert "terminal" not in offered(simulator) and "read_file" in offered(simulator)
