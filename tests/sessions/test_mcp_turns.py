@@ -258,3 +258,37 @@ def test_a_builtin_whose_predicate_fails_is_left_out_of_a_new_sessions_schema(
     session = session_create(user=alice)
     assert run_turn(session, alice, "hello").status == Turn.Status.COMPLETED
     assert "terminal" not in offered(simulator) and "read_file" in offered(simulator)
+
+
+def test_stop_during_an_mcp_call_cancels_it_and_the_next_message_is_answered(alice, simulator):
+    import threading
+
+    from django.db import connection
+
+    from sessions.services import turn_stop
+
+    add_server(alice, "tools", command=stdio_command("stdio_tools"))
+    simulator.state.script = calls(sleep=("mcp__tools__sleepy", {"seconds": 30}))
+    session = session_create(user=alice)
+    turn_start(session=session, user=alice, text="sleep a while")
+
+    def in_thread():
+        try:
+            turn_run_task.apply(args=[session.pk])
+        finally:
+            connection.close()
+
+    worker = threading.Thread(target=in_thread)
+    started = time.monotonic()
+    worker.start()
+    while not RunEvent.objects.filter(session=session, type="tool.called").exists():
+        assert time.monotonic() - started < 30
+        time.sleep(0.1)
+    assert turn_stop(session=session)
+    worker.join(timeout=30)
+    assert not worker.is_alive() and time.monotonic() - started < 30
+    assert Turn.objects.get(session=session).status == Turn.Status.CANCELLED
+    result = tool_message(session)
+    assert result.is_error and "stopped by the user" in result.content
+    simulator.state.script = calls()
+    assert run_turn(session, alice, "are you there").status == Turn.Status.COMPLETED
