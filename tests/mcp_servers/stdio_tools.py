@@ -3,7 +3,7 @@
 Run as ``python stdio_tools.py [--slow SECONDS]``: with --slow it sleeps before serving
 (a server that starts slowly). ``crash`` exits the process in the middle of the call (a
 server that dies mid-call). ``big`` returns N characters (the spill). ``sleepy`` takes
-its time (Stop and call timeouts).
+its time (Stop and call timeouts). With --extra it also offers ``extra``.
 """
 
 import os
@@ -49,7 +49,14 @@ def crash() -> str:
     os._exit(3)
 
 
+def extra() -> str:
+    """Only offered when started with --extra (a server whose tools changed)."""
+    return "extra"
+
+
 if __name__ == "__main__":
+    if "--extra" in sys.argv:
+        server.tool()(extra)
     if "--slow" in sys.argv:
         time.sleep(float(sys.argv[sys.argv.index("--slow") + 1]))
     server.run()

@@ -292,3 +292,19 @@ def test_stop_during_an_mcp_call_cancels_it_and_the_next_message_is_answered(ali
     assert result.is_error and "stopped by the user" in result.content
     simulator.state.script = calls()
     assert run_turn(session, alice, "are you there").status == Turn.Status.COMPLETED
+
+
+def test_a_server_whose_tools_changed_is_restarted_and_rebuilt_between_turns(alice, simulator):
+    row = add_server(alice, "tools", command=stdio_command("stdio_tools"))
+    simulator.state.script = calls(extra=("mcp__tools__extra", {}))
+    session = session_create(user=alice)
+    run_turn(session, alice, "hello")
+    assert "mcp__tools__extra" not in offered(simulator)
+    before = len(simulator.state.requests)
+    McpServer.objects.filter(pk=row.pk).update(command=stdio_command("stdio_tools", "--extra"))
+    assert run_turn(session, alice, "call extra").status == Turn.Status.COMPLETED
+    assert "mcp__tools__extra" in offered(simulator, before)
+    assert tool_message(session).content == "extra"
+    last = RunEvent.objects.filter(session=session, type="tools.rebuilt").order_by("seq").last()
+    assert (last.payload["reason"], last.payload["added"]) == ("availability",
+                                                               ["mcp__tools__extra"])
