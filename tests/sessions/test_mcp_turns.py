@@ -308,3 +308,10 @@ def test_a_server_whose_tools_changed_is_restarted_and_rebuilt_between_turns(ali
     last = RunEvent.objects.filter(session=session, type="tools.rebuilt").order_by("seq").last()
     assert (last.payload["reason"], last.payload["added"]) == ("availability",
                                                                ["mcp__tools__extra"])
+    from sessions.rendering import event_html
+
+    html = event_html({"type": last.type, "seq": last.seq, "payload": last.payload})
+    assert "The tools offered changed before this turn (availability): added: " \
+           "mcp__tools__extra." in html
+    first = RunEvent.objects.filter(session=session, type="tools.rebuilt").order_by("seq")[0]
+    assert event_html({"type": first.type, "seq": first.seq, "payload": first.payload}) is None
