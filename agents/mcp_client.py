@@ -163,8 +163,10 @@ class ConnectionManager:
         self._thread.start()
 
     # --- configuration ---------------------------------------------------------------
-    def ensure(self, group: str, configs: Iterable[ServerConfig]) -> None:
+    def ensure(self, group: str, configs: Iterable[ServerConfig]) -> set[str]:
+        """Returns the keys started by this call (new or changed servers)."""
         wanted = {c.key: c for c in configs}
+        started: set[str] = set()
         with self._lock:
             for key in self._groups.get(group, set()) - set(wanted):
                 self._stop_locked(key)
@@ -176,7 +178,9 @@ class ConnectionManager:
                     self._stop_locked(key)
                 live = self._live[key] = _Live(config=config)
                 live.task = asyncio.run_coroutine_threadsafe(self._start(live), self._loop)
+                started.add(key)
             self._groups[group] = set(wanted)
+        return started
 
     async def _start(self, live: _Live) -> None:
         live.dead = asyncio.Event()

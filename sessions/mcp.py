@@ -73,7 +73,7 @@ def team_servers(team_id: int | None) -> list[McpServer]:
 
 def mcp_sync(team_id: int | None) -> list[McpServer]:
     """Make this worker's connections match the team's enabled servers, wait up to
-    HERMES MCP_CONNECT_WAIT seconds for servers still connecting, and store the listing
+    HERMES MCP_CONNECT_WAIT seconds for the servers this call started, and store the listing
     a connection found (``tools_listed``) when it changed. Returns the rows."""
     rows = team_servers(team_id)
     if not team_id:
@@ -85,12 +85,12 @@ def mcp_sync(team_id: int | None) -> list[McpServer]:
             configs.append(server_config(row))
         except ValueError:
             continue  # the form refuses such a command; a hand-edited row is skipped
-    manager.ensure(f"team-{team_id}", configs)
+    started = manager.ensure(f"team-{team_id}", configs)
+    # Only a server started just now is waited for: one that keeps failing must not add
+    # the wait to every turn (it reaches sessions through the rebuild once it connects).
     deadline = time.monotonic() + settings.HERMES["MCP_CONNECT_WAIT"]
-    for config in configs:
-        status = manager.status(config.key)
-        if status is not None and status.generation == 0:  # never connected yet here
-            manager.wait_connected(config.key, max(0.0, deadline - time.monotonic()))
+    for key in sorted(started):
+        manager.wait_connected(key, max(0.0, deadline - time.monotonic()))
     for row in rows:
         status = manager.status(server_key(row))
         if status is None or status.state != "connected":

@@ -315,3 +315,21 @@ def test_a_server_whose_tools_changed_is_restarted_and_rebuilt_between_turns(ali
            "mcp__tools__extra." in html
     first = RunEvent.objects.filter(session=session, type="tools.rebuilt").order_by("seq")[0]
     assert event_html({"type": first.type, "seq": first.seq, "payload": first.payload}) is None
+
+
+def test_a_server_that_never_starts_costs_the_wait_once_not_every_turn(alice, simulator,
+                                                                       settings):
+    settings.HERMES = {**settings.HERMES, "MCP_CONNECT_WAIT": 2.0}
+    add_server(alice, "broken", command="/bin/false")
+    simulator.state.script = calls()
+    session = session_create(user=alice)
+    started = time.monotonic()
+    assert run_turn(session, alice, "one").status == Turn.Status.COMPLETED
+    first = time.monotonic() - started
+    started = time.monotonic()
+    assert run_turn(session, alice, "two").status == Turn.Status.COMPLETED
+    second = time.monotonic() - started
+    assert first >= 2.0 and second < first - 1.0, (first, second)
+    assert not any(n.startswith("mcp__") for n in offered(simulator))
+    status = mcp.mcp_manager().status(mcp.server_key(McpServer.objects.get(name="broken")))
+    assert status.state in ("failed", "connecting") and status.generation == 0
