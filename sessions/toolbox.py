@@ -90,6 +90,10 @@ def _offered(session: Session, rows) -> tuple[tuple[str, ...], dict[str, dict]]:
 
 def _stored_mcp_specs(session: Session) -> dict[str, dict]:
     schema = SessionToolSchema.objects.filter(session_id=session.pk).first()
+    if schema is None and session.parent_id:
+        # A delegated child is created with its parent's names minus the blocklist and no
+        # snapshot row of its own: its MCP schemas are the parent's (it never gains one).
+        schema = SessionToolSchema.objects.filter(session_id=session.parent_id).first()
     return dict(schema.mcp_specs or {}) if schema is not None else {}
 
 

@@ -333,3 +333,21 @@ def test_a_server_that_never_starts_costs_the_wait_once_not_every_turn(alice, si
     assert not any(n.startswith("mcp__") for n in offered(simulator))
     status = mcp.mcp_manager().status(mcp.server_key(McpServer.objects.get(name="broken")))
     assert status.state in ("failed", "connecting") and status.generation == 0
+
+
+def test_a_child_session_inherits_its_parents_mcp_schemas_and_keeps_its_toolset(alice,
+                                                                                 simulator):
+    add_server(alice, "tools", command=stdio_command("stdio_tools"))
+    simulator.state.script = calls(echo=("mcp__tools__echo", {"text": "child"}))
+    parent = session_create(user=alice)
+    run_turn(parent, alice, "hello")
+    parent.refresh_from_db()
+    child = Session.objects.create(owner=alice, team=parent.team, parent=parent,
+                                   provider=parent.provider, model=parent.model,
+                                   tool_names=[n for n in parent.tool_names
+                                               if n != "mcp__tools__crash"])
+    assert toolbox.tool_schema_refresh(child) is None  # a child keeps what it was given
+    registry = toolbox.registry_for(child)
+    assert "mcp__tools__echo" in registry.names() and "mcp__tools__crash" not in registry.names()
+    assert run_turn(child, alice, "echo please").status == Turn.Status.COMPLETED
+    assert tool_message(child).content == "echo: child"
