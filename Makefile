@@ -5,7 +5,7 @@ HOST    ?= 127.0.0.1
 PORT    ?= 8000
 PYTEST_ARGS ?=
 
-.PHONY: run up test test-fast test-embedded bench bench-cache bench-context soak bench-spend install migrate demo-user clean
+.PHONY: run up test test-fast test-embedded bench bench-cache bench-context soak bench-spend bench-delegation bench-schedule install migrate demo-user clean
 
 .venv/.installed: requirements.txt
 	python3 -m venv .venv
@@ -57,6 +57,9 @@ bench: install
 bench-cache: install
 	$(PY) benchmarks/bench_cache.py
 
+bench-schedule: install
+	$(PY) benchmarks/bench_schedule_cache.py
+
 bench-context: install
 	$(PY) benchmarks/bench_context.py
 
@@ -67,6 +70,11 @@ soak: install
 
 bench-spend: install
 	$(PY) benchmarks/bench_spend.py
+
+## make bench-delegation: five children at once vs one after another, parent context with
+## summaries vs transcripts (PostgreSQL + Redis when DATABASE_URL / REDIS_URL are set)
+bench-delegation: install
+	$(PY) benchmarks/bench_delegation.py
 
 clean:
 	rm -rf var .pytest_cache .hypothesis

@@ -69,6 +69,17 @@ class EventSink(Protocol):
         """True when the user asked to stop the turn (checked between chunks and tools)."""
         ...
 
+    def steer_pending(self) -> bool:
+        """True when a correction (agents/steer.py) waits to land in this turn; asked only
+        at safe points, never mid-stream."""
+        ...
+
+    def steer_land(self, build: Callable[[list], tuple[Message, ...]]) -> list[Message]:
+        """Claim every waiting correction (agents.steer.Correction values, oldest first),
+        store ``build(corrections)`` and mark them landed, in ONE transaction under the turn
+        lease; return the stored messages ([] when none was waiting)."""
+        ...
+
 
 __all__ = ["Transport", "EventSink", "Message", "ModelRequest", "ModelResponse", "ToolCall",
            "Usage"]

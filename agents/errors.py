@@ -51,3 +51,16 @@ class TransportError(HarnessError):
     def __init__(self, message: str, classified: object | None = None):
         super().__init__(message)
         self.classified = classified
+
+
+class DelegationRequested(TurnInterrupted):
+    """The delegate tool asked for child agents. ``request``: the validated batch
+    (agents.tools.delegate.DelegationRequest). ``call``: the delegate tool call, attached by
+    the caller that announced it (the tool itself does not see its call id). The caller
+    creates the children and saves the turn as awaiting children in one transaction; the
+    call's tool result is written when the last child ends."""
+
+    def __init__(self, request: object):
+        super().__init__("child agents requested")
+        self.request = request
+        self.call: ToolCall | None = None

@@ -17,6 +17,7 @@ from agents.errors import ApprovalRequired, TransportError, TurnCancelled
 from agents.messages import Message, ModelRequest, ModelResponse, ToolCall
 from agents.recovery import (EMPTY_NAME_STOP, INCOMPLETE_KIND, MAX_EMPTY_TOOL_NAME_STREAK,
                              REFUSAL_KIND, ErrorBudget)
+from agents.steer import Point, land_corrections, unanswered_calls
 
 FINALIZER_PROMPT = ("You have reached the maximum number of tool-calling iterations for this "
                     "turn. Do not call any more tools. Give a final response summarising what "
@@ -56,22 +57,11 @@ class Harness:
         lambda history, error: None)
 
 
-def unanswered_calls(history: list[Message]) -> list[ToolCall]:
-    """Calls of the last assistant message that have no tool result yet (a resumed turn)."""
-    for index in range(len(history) - 1, -1, -1):
-        message = history[index]
-        if message.role == "assistant":
-            answered = {m.tool_call_id for m in history[index + 1:] if m.role == "tool"}
-            return [c for c in message.tool_calls if c.id not in answered]
-        if message.role == "user":
-            return []
-    return []
-
-
 def run_turn(history: list[Message], *, harness: Harness, sink: EventSink,
              budget: IterationBudget) -> TurnResult:
     """Run one turn on ``history`` (live messages, the new user message already stored).
 
+    A correction sent while the turn runs lands at the next safe point (agents/steer.py).
     Raises ApprovalRequired (results of calls before the first "ask" already stored),
     TurnCancelled (visible text kept, outstanding calls answered) and TransportError (after
     the transport's retries and one recovery); LeaseLost propagates from the sink.
@@ -81,10 +71,13 @@ def run_turn(history: list[Message], *, harness: Harness, sink: EventSink,
     if pending:
         history += _run_calls(pending, harness=harness, sink=sink)
     errors, empty_names = ErrorBudget(), 0
+    sent: int | None = None  # messages of ``history`` the last request carried
     while budget.consume():
         if sink.should_stop():
             raise TurnCancelled("stopped by the user")
+        history += land_corrections(history, sink, Point.BEFORE_REQUEST, sent)
         history, request = harness.prepare(history)
+        sent = len(history)
         errors.check_resend(request)  # never the same bytes after an error (B01, B25)
         try:
             response = harness.transport.complete(request, on_text=sink.text_delta,
@@ -114,6 +107,10 @@ def run_turn(history: list[Message], *, harness: Harness, sink: EventSink,
         if refused or not message.tool_calls:
             return TurnResult(status="refused" if refused else "completed", text=message.content,
                               iterations=errors.replies, history=tuple(history))
+        landed = land_corrections(history, sink, Point.AFTER_STREAM, sent)
+        if landed:  # its calls answered "not run", the correction after them: ask again
+            history += landed
+            continue
         empty_names = (empty_names + 1) * any(not c.name.strip() for c in message.tool_calls)
         history += _run_calls(list(message.tool_calls), harness=harness, sink=sink)
         if empty_names >= MAX_EMPTY_TOOL_NAME_STREAK:  # results stored: pairing holds (B18)
@@ -137,6 +134,7 @@ def _finalize(history: list[Message], *, harness: Harness, sink: EventSink,
               calls_made: int) -> TurnResult:
     """Budget spent with no final text: one more call with the tool schema removed
     (removing the tools is a fact; asking the model to stop is only a request)."""
+    history = history + land_corrections(history, sink, Point.BEFORE_REQUEST, None)
     note = sink.message_added(Message(role="user", content=FINALIZER_PROMPT))
     history, request = harness.prepare(history + [note])
     request = replace(request, tools=())

@@ -52,6 +52,9 @@ READ_ONLY_TOOLS = frozenset({"read_file", "search_files", "skills_list", "skill_
                              "session_search"})
 WRITE_TOOLS = frozenset({"write_file", "patch"})
 COMMAND_TOOLS = frozenset({"terminal"})
+DELEGATION_TOOLS = frozenset({"delegate"})
+"""Starting child agents: allowed for a known identity (each child's own tool calls are
+gated here one by one, in the child's session), denied by a deny rule naming it."""
 
 
 
@@ -107,7 +110,8 @@ def decide(call: ToolCall, ctx: PolicyContext) -> Decision:
     """allow / ask / deny for ``call`` under ``ctx`` (order in the module docstring).
 
     Tool names: READ_ONLY_TOOLS are allowed inside the workspace; ``terminal`` commands are
-    parsed and assessed; WRITE_TOOLS are checked by resolved path; any other tool asks
+    parsed and assessed; WRITE_TOOLS are checked by resolved path; DELEGATION_TOOLS are
+    allowed unless a deny rule names them; any other tool asks
     (denies when unattended). Never raises for bad input: it denies.
     """
     try:
@@ -135,6 +139,12 @@ def decide(call: ToolCall, ctx: PolicyContext) -> Decision:
     if call.name in WRITE_TOOLS:
         return _decide_paths(call, args, ctx, write=True)
     name = f"tool:{call.name}"
+    if call.name in DELEGATION_TOOLS:
+        if any(fnmatchcase(name, rule) for rule in ctx.deny_rules):
+            return _d("deny", "deny_rule", f"{call.name} is on the deny list", "delegation",
+                      name)
+        return _d("allow", "delegation", "child agents: each of their tool calls is decided "
+                  "here in the child's session", "delegation", name)
     configured = ctx.tool_policies.get(call.name)
     if configured is not None:  # a team admin's per-tool setting (MCP servers)
         return _decide_configured(call, ctx, configured, name)
@@ -190,7 +200,8 @@ def _gate(call_id: str, ctx: PolicyContext, rule: str, risk: str, reason: str,
 def _ask_or_deny(ctx: PolicyContext, rule: str, risk: str, reason: str, normalized: str,
                  classes: tuple[str, ...] = ()) -> Decision:
     if ctx.unattended:
-        return _d("deny", "unattended", f"no human can approve this here: {reason}", risk,
+        return _d("deny", "unattended",
+                  f"no human is present to approve this (unattended run): {reason}", risk,
                   normalized, classes)
     return _d("ask", rule, reason, risk, normalized, classes)
 

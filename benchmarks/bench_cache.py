@@ -31,6 +31,8 @@ from typing import Any, Callable
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agents.cache import CacheSettings, plan_breakpoints  # noqa: E402
+from agents.cache_strategy import (SessionRhythm, choose_cache_strategy,  # noqa: E402
+                                   long_gaps)
 from agents.compaction import (Skip, build_summary_request, compacted_transcript,  # noqa: E402
                                plan_compaction)
 from agents.messages import Breakpoint, Message, ModelRequest, ToolCall, tool_result  # noqa: E402
@@ -40,7 +42,8 @@ from agents.prune import plan_prune  # noqa: E402
 from agents.tokens import estimate_message_tokens, estimate_text_tokens  # noqa: E402
 from agents.providers import PROFILES  # noqa: E402
 from agents.simulator.cache import CacheBlock, PromptCache, SimClock  # noqa: E402
-from agents.simulator.prefix import anthropic_blocks  # noqa: E402
+from agents.simulator.prefix import anthropic_blocks, openai_blocks  # noqa: E402
+from agents.transports.openai_chat import OpenAIChatTransport  # noqa: E402
 from agents.simulator.tokenizer import count_tokens  # noqa: E402
 from agents.tools.files import Patch, ReadFile, WriteFile  # noqa: E402
 from agents.tools.search import SearchFiles  # noqa: E402
@@ -142,20 +145,43 @@ def _code(rng: random.Random, lines: int) -> str:
     return "\n".join(out)
 
 
-def script_session(skill: Skill) -> list[Step]:
-    """The all-day session: deterministic (seeded), 3 bursts x 4 turns x 11 requests."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Workload:
+    """A scripted session shape: idle gaps between bursts (seconds), tool-output size range
+    (lines of code per result) and the human's pause between turns within a burst."""
+
+    name: str
+    gaps_s: tuple[float, ...]
+    output_lines: tuple[int, int] = (8, 70)
+    think_s: tuple[float, float] = (45.0, 200.0)
+
+
+WORKLOADS: tuple[Workload, ...] = (
+    Workload(name="all-day (25 and 50 min gaps)", gaps_s=GAPS_S),
+    Workload(name="gapless burst (1-2 min gaps)", gaps_s=(70.0, 110.0), think_s=(20.0, 60.0)),
+    Workload(name="10-20 min gaps, small outputs", gaps_s=(12 * 60.0, 18 * 60.0, 10 * 60.0,
+                                                           15 * 60.0, 20 * 60.0),
+             output_lines=(2, 6)),
+)
+"""Issue 15 item 4: the all-day session, a gapless burst, a session with 10–20-minute gaps
+and small tool outputs."""
+
+
+def script_session(skill: Skill, workload: Workload = WORKLOADS[0]) -> list[Step]:
+    """A deterministic (seeded) session: (gaps + 1) bursts x 4 turns x 11 requests; the
+    default is the all-day session."""
     rng = random.Random(20250307)
     history: list[Message] = []
     steps: list[Step] = []
     clock = 9 * 3600.0  # 09:00
     call_id = 0
     tools = ["read_file", "search_files", "terminal", "read_file", "patch"]
-    for burst in range(BURSTS):
+    for burst in range(len(workload.gaps_s) + 1):
         if burst:
-            clock += GAPS_S[burst - 1]
+            clock += workload.gaps_s[burst - 1]
         for turn in range(TURNS_PER_BURST):
             if turn:
-                clock += rng.uniform(45, 200)  # the human reads and types
+                clock += rng.uniform(*workload.think_s)  # the human reads and types
             if burst == 1 and turn == 0:
                 text = build_skill_invocation(skill, "staging --verbose")
             else:
@@ -182,7 +208,8 @@ def script_session(skill: Skill) -> list[Step]:
                 history.append(reply)
                 clock += rng.uniform(4, 12)  # model latency + tool time
                 for call in calls:
-                    history.append(tool_result(call, _code(rng, rng.randint(8, 70))))
+                    history.append(tool_result(call, _code(rng, rng.randint(
+                        *workload.output_lines))))
     return steps
 
 
@@ -412,11 +439,12 @@ LAYOUTS: tuple[tuple[str, CacheSettings], ...] = (
 breakpoints 1h), everything at 5m (the old default), everything at 1h (``SETTINGS``)."""
 
 
-def session_inputs(tmp: Path) -> tuple[list[Step], str, int | None, tuple]:
+def session_inputs(tmp: Path, workload: Workload = WORKLOADS[0]
+                   ) -> tuple[list[Step], str, int | None, tuple]:
     """The scripted steps, the system prompt text and stable length, and the tool specs."""
     skill = Skill(name="deploy", description="Ship the app to an environment",
                   body=_code(random.Random(7), 60), path=tmp / "deploy" / "SKILL.md")
-    steps = script_session(skill)
+    steps = script_session(skill, workload)
     tools = tuple(t.spec for t in (ReadFile, WriteFile, Patch, SearchFiles, Terminal,
                                    SKILLS_LIST, SKILL_VIEW))
     prompt = build_system_prompt(
@@ -479,6 +507,128 @@ def resume_rows(tmp: Path) -> list[tuple[str, Bill, int]]:
     return rows
 
 
+FIXED: tuple[tuple[str, CacheSettings, bool], ...] = tuple(
+    (f"fixed: prompt {p}, messages {m}{', prune on cold resume' if prune else ''}",
+     CacheSettings(ttl=m, prompt_ttl=p), prune)
+    for p, m in (("5m", "5m"), ("1h", "5m"), ("1h", "1h")) for prune in (False, True)
+    if not (m == "1h" and prune))
+"""Every fixed configuration billed beside the default (a 1h message tier never goes cold
+within these workloads' gaps, so its prune variant equals it and is not listed)."""
+
+
+def rhythm_at(steps: list[Step], k: int, *, system_tokens: int) -> SessionRhythm:
+    """What the runner knows before request ``k`` (sessions/context.py session_rhythm does
+    the same from stored rows): inter-turn gaps up to it, history and prunable tokens, per
+    burst growth and requests. A turn starts at a step whose history ends with a user
+    message."""
+    gaps = tuple(steps[i].at - steps[i - 1].at for i in range(1, k + 1)
+                 if steps[i].history[-1].role == "user")
+    history = steps[k].history
+    tokens = sum(estimate_message_tokens(m) for m in history)
+    plan = plan_prune(history, estimate=estimate_message_tokens, trigger_tokens=0,
+                      rearm_level=0, cold=True)
+    bursts = 1 + len(long_gaps(gaps)) + sum(1 for g in gaps if g > TTL_1H_S)
+    return SessionRhythm(gaps_s=gaps, prompt_tokens=system_tokens, history_tokens=tokens,
+                         prunable_tokens=0 if plan is None else plan.reclaimed,
+                         burst_growth_tokens=tokens // bursts, burst_requests=(k + 1) / bursts)
+
+
+def auto_bill(steps: list[Step], *, system: str, stable_len: int | None,
+              tools: tuple) -> tuple[Bill, int, list[str]]:
+    """The default: before every request, ``choose_cache_strategy`` on the rhythm so far sets
+    the TTLs, and a resume past the chosen message TTL is pruned when the strategy says so.
+    Returns the bill, the cold resumes and the distinct reasons chosen, in order."""
+    transport = AnthropicTransport(PROFILES["anthropic"], api_key=None)
+    system_tokens = estimate_text_tokens(system)
+    kept: tuple[Message, ...] = ()
+    replaced = 0
+    variant: list[Step] = []
+    payloads = []
+    reasons: list[str] = []
+    cold = 0
+    previous_ttl_s = TTL_5M_S  # what the previous request's message breakpoints carried
+    for k, step in enumerate(steps):
+        strategy = choose_cache_strategy(rhythm_at(steps, k, system_tokens=system_tokens))
+        if not reasons or reasons[-1] != strategy.reason:
+            reasons.append(strategy.reason)
+        history = kept + step.history[replaced:]
+        cold_now = k and step.at - steps[k - 1].at > previous_ttl_s
+        previous_ttl_s = strategy.message_ttl_seconds
+        if cold_now and strategy.prune_on_cold_resume:
+            cold += 1
+            kept, _ = cold_prune(history)
+            replaced = len(step.history)
+            history = kept
+        current = Step(at=step.at, burst=step.burst, history=history, reply=step.reply)
+        variant.append(current)
+        payloads.append(transport.build_payload(plan_breakpoints(
+            ModelRequest(model=MODEL, system=system, messages=history, tools=tools,
+                         stable_len=stable_len), profile_caps=PROFILES["anthropic"],
+            settings=CacheSettings(ttl=strategy.message_ttl, prompt_ttl=strategy.prompt_ttl))))
+    bill = bill_with_cache([(s, anthropic_blocks(p)) for s, p in zip(variant, payloads)],
+                           output_tokens(variant), None)
+    return bill, cold, reasons
+
+
+def strategy_rows(tmp: Path, workload: Workload) -> tuple[list[tuple[str, Bill, int]],
+                                                          tuple[Bill, int, list[str]]]:
+    """Every fixed configuration and the default on one workload (in-process billing)."""
+    steps, system, stable_len, tools = session_inputs(tmp, workload)
+    rows = []
+    for name, settings, prune in FIXED:
+        ttl_s = TTL_1H_S if settings.ttl == "1h" else TTL_5M_S
+        variant, calls, cold = (reduce_on_resume(steps, ttl_s=ttl_s, reduce=cold_prune)
+                                if prune else (steps, [], 0))
+        payloads = planner_payloads(variant, system=system, stable_len=stable_len,
+                                    tools=tools, settings=settings)
+        bill = bill_with_cache([(s, anthropic_blocks(p)) for s, p in zip(variant, payloads)],
+                               output_tokens(variant), None)
+        rows.append((name, add_side_calls(bill, calls), cold))
+    return rows, auto_bill(steps, system=system, stable_len=stable_len, tools=tools)
+
+
+def strategy_report(tmp: Path, header: str, line) -> list[tuple[str, bool]]:
+    """Print each workload's fixed configurations beside the default; the targets: the
+    default costs at most 1.02x the cheapest fixed configuration, with the same replies."""
+    targets = []
+    for workload in WORKLOADS:
+        rows, (auto, cold, reasons) = strategy_rows(tmp, workload)
+        print(f"\nworkload: {workload.name}")
+        print(header)
+        for name, bill, cold_fixed in rows:
+            print(line(name, bill, f"  cold resumes: {cold_fixed}" if cold_fixed else ""))
+        print(line("default (chooses per session)", auto,
+                   f"  cold resumes: {cold}" if cold else ""))
+        for reason in reasons:
+            print(f"    chose: {reason}")
+        cheapest = min(rows, key=lambda r: r[1].cost)
+        ratio = auto.cost / cheapest[1].cost
+        targets.append((f"{workload.name}: default {auto.cost:.4f} = {ratio:.3f}x the cheapest "
+                        f"fixed ({cheapest[0]}, {cheapest[1].cost:.4f}) <= 1.02x",
+                        ratio <= 1.02))
+    return targets
+
+
+def envelope_rows(tmp: Path) -> tuple[Bill, Bill]:
+    """Issue 15 item 5: the all-day session through an envelope gateway (the openrouter
+    profile: chat completions with cache_control parts, 5m only) — the planner's markers
+    against the same requests without markers (such a gateway in front of Anthropic then
+    caches nothing). Billed by the simulator's PromptCache on the envelope's blocks."""
+    steps, system, stable_len, tools = session_inputs(tmp)
+    profile = PROFILES["openrouter"]
+    transport = OpenAIChatTransport(profile, api_key=None)
+    marked, bare = [], []
+    for step in steps:
+        request = ModelRequest(model=MODEL, system=system, messages=step.history, tools=tools,
+                               stable_len=stable_len)
+        marked.append(openai_blocks(transport.build_payload(plan_breakpoints(
+            request, profile_caps=profile, settings=CacheSettings()))))
+        bare.append([CacheBlock(data=b.data, tokens=b.tokens) for b in marked[-1]])
+    out = output_tokens(steps)
+    return (bill_with_cache(list(zip(steps, marked)), out, None),
+            bill_no_cache(list(zip(steps, bare)), out))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quiet", action="store_true", help="omit per-request lines")
@@ -487,6 +637,8 @@ def main(argv: list[str] | None = None) -> int:
                              "instead of over HTTP")
     parser.add_argument("--no-resume", action="store_true",
                         help="skip the layout / cold-resume table (faster)")
+    parser.add_argument("--no-strategy", action="store_true",
+                        help="skip the per-workload strategy tables (faster)")
     args = parser.parse_args(argv)
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
@@ -531,6 +683,10 @@ def main(argv: list[str] | None = None) -> int:
         for name, bill, cold in resume:
             print(line(name, bill, f"  cold resumes: {cold}" if "resume" in name else ""))
     default_bill = resume[0][1] if resume else None
+    strategy_targets = []
+    if not args.no_strategy:
+        with tempfile.TemporaryDirectory() as tmp:
+            strategy_targets = strategy_report(Path(tmp), header, line)
     targets = [
         (f"read share within bursts {read_share:.1%} >= 85%", read_share >= 0.85),
         (f"cost {ours.cost:.4f} <= 0.3 x (a) = {0.3 * none_bill.cost:.4f}",
@@ -551,6 +707,16 @@ def main(argv: list[str] | None = None) -> int:
     if default_bill is not None:
         targets.append((f"default layout {default_bill.cost:.4f} < (b) {naive_bill.cost:.4f}",
                         default_bill.cost < naive_bill.cost))
+    targets += strategy_targets
+    with tempfile.TemporaryDirectory() as tmp:
+        envelope, envelope_bare = envelope_rows(Path(tmp))
+    print("\nenvelope route (openrouter profile: cache_control on content parts, 5m)")
+    print(header)
+    print(line("planner markers on parts", envelope))
+    print(line("no markers (before issue 15 item 5)", envelope_bare))
+    targets.append((f"envelope route: markers {envelope.cost:.4f} < no markers "
+                    f"{envelope_bare.cost:.4f} ({envelope.cost / envelope_bare.cost:.3f}x)",
+                    envelope.cost < envelope_bare.cost))
     print()
     for label, ok in targets:
         print(f"{'PASS' if ok else 'FAIL'}  {label}")

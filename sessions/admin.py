@@ -10,9 +10,11 @@ from __future__ import annotations
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html
 
-from sessions.models import (McpServer, Message, RunEvent, Session, SessionToolSchema, Turn,
-                             UsageRecord)
+from sessions.models import (ChildTask, McpServer, Message, RunEvent, Session,
+                             SessionToolSchema, Turn, UsageRecord)
 from sessions.toolbox import tool_schema_rebuild
 
 EXCERPT_CHARS = 120
@@ -66,6 +68,27 @@ class TurnInline(ReadOnlyInline):
     readonly_fields = fields
 
 
+def _session_link(session_id: int | None, label: str = "") -> str:
+    if session_id is None:
+        return "—"
+    url = reverse("admin:agent_sessions_session_change", args=[session_id])
+    return format_html('<a href="{}">{}</a>', url, label or f"session #{session_id}")
+
+
+class ChildTaskInline(ReadOnlyInline):
+    """The child agents this session delegated to, each linking to the child's session."""
+
+    model = ChildTask
+    fk_name = "parent_session"
+    fields = ["index", "goal", "child_link", "call_id", "summary_budget", "created_at"]
+    readonly_fields = fields
+    verbose_name = "child agent"
+
+    @admin.display(description="child session")
+    def child_link(self, obj: ChildTask) -> str:
+        return _session_link(obj.child_id)
+
+
 BREAKER_FIELDS = ["lease_owner", "lease_expires_at", "stop_requested",
                   "compaction_ineffective_count", "compaction_fallback_streak",
                   "compaction_recovery_deadline", "compaction_failure_cooldown_until",
@@ -76,14 +99,16 @@ BREAKER_FIELDS = ["lease_owner", "lease_expires_at", "stop_requested",
 @admin.register(Session)
 class SessionAdmin(admin.ModelAdmin):
     list_display = ["id", "title", "owner", "team", "provider", "model", "message_count",
-                    "archived", "cache_warning", "last_activity_at", "created_at"]
+                    "parent_link", "archived", "cache_warning", "last_activity_at",
+                    "created_at"]
     list_filter = ["owner", "team", "model", "provider", ("created_at", admin.DateFieldListFilter),
                    "cache_warning", "archived"]
     search_fields = ["title", "messages__content"]
-    readonly_fields = ["system_prompt", "started_at", "lineage_root", "parent", "tool_names",
-                       "created_at", "last_activity_at", *BREAKER_FIELDS]
+    readonly_fields = ["system_prompt", "started_at", "lineage_root", "parent_link",
+                       "tool_names", "created_at", "last_activity_at", *BREAKER_FIELDS]
+    exclude = ["parent"]
     raw_id_fields = ["owner"]
-    inlines = [TranscriptInline, TurnInline]
+    inlines = [TranscriptInline, TurnInline, ChildTaskInline]
     date_hierarchy = "created_at"
     actions = ["rebuild_tool_schema"]
 
@@ -99,6 +124,10 @@ class SessionAdmin(admin.ModelAdmin):
         self.message_user(request, f"Tool schema rebuilt for {done} session(s); {deferred} "
                                    "with a turn in flight will be rebuilt before their next "
                                    "turn.")
+
+    @admin.display(description="parent (delegated from)")
+    def parent_link(self, obj: Session) -> str:
+        return _session_link(obj.parent_id)
 
     def get_search_results(self, request: HttpRequest, queryset: QuerySet, search_term: str):
         queryset, _ = super().get_search_results(request, queryset, search_term)

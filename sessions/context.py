@@ -22,6 +22,8 @@ from django.db.models import F
 from django.utils import timezone
 
 from agents.breaker import PROCESS_CLOCK_ID, CompactionBreaker
+from agents.cache import CacheSettings
+from agents.cache_strategy import CacheStrategy, SessionRhythm, choose_cache_strategy, long_gaps
 from agents.compaction import (Skip, build_summary_request, compaction_threshold,
                                compacted_transcript, drop_middle, fallback_summary,
                                plan_compaction)
@@ -32,7 +34,7 @@ from agents.tokens import estimate_message_tokens, estimate_text_tokens
 from sessions.events import event_append
 from sessions.leases import (compaction_lease_acquire, compaction_lease_release,
                              compaction_lease_validate, lease_validate)
-from sessions.models import Message, Session
+from sessions.models import Message, Session, Turn, UsageRecord
 from sessions.transcript import history_load, message_row, message_to_agent
 
 log = logging.getLogger("hermes.context")
@@ -199,10 +201,70 @@ def session_prune(*, ctx, history: list[AgentMessage], projected: int, forced: b
     return history_load(session=session)
 
 
-def cold_resume(session: Session, *, idle_seconds: float) -> bool:
-    """True when this turn resumes after longer than the cache TTL and cold prune is on."""
-    ttl = CACHE_TTL_SECONDS.get(settings.HERMES["CACHE_TTL"], 300)
-    return settings.HERMES["PRUNE_ON_COLD_RESUME"] and is_cold_resume(idle_seconds, ttl)
+RHYTHM_TURNS = 50
+"""Turns looked back at to measure a session's idle gaps (older ones say little of now)."""
+
+
+def session_rhythm(session: Session, *, idle_seconds: float, history: list[AgentMessage],
+                   prompt_tokens: int) -> SessionRhythm:
+    """The session's observed rhythm for agents/cache_strategy.py, from stored rows: the idle
+    gaps between its last RHYTHM_TURNS turns (a turn's created_at minus the previous turn's
+    finished_at, seconds) plus ``idle_seconds`` before this one, the history's tokens and what
+    a cold prune would reclaim (estimate), per-burst growth and requests (model calls)."""
+    rows = list(Turn.objects.filter(session=session, finished_at__isnull=False)
+                .order_by("-id").values_list("created_at", "finished_at")[:RHYTHM_TURNS])[::-1]
+    gaps = [max(0.0, (b[0] - a[1]).total_seconds()) for a, b in zip(rows, rows[1:])]
+    if rows:
+        gaps.append(max(0.0, idle_seconds))
+    tokens = sum(estimate_message_tokens(m) for m in history)
+    plan = plan_prune(tuple(history), estimate=estimate_message_tokens, trigger_tokens=0,
+                      rearm_level=0, cold=True) if history else None
+    bursts = 1 + len(long_gaps(tuple(gaps))) + sum(1 for g in gaps if g > 3600)
+    calls = UsageRecord.objects.filter(session=session, purpose="turn").count()
+    return SessionRhythm(gaps_s=tuple(gaps), prompt_tokens=prompt_tokens,
+                         history_tokens=tokens,
+                         prunable_tokens=0 if plan is None else plan.reclaimed,
+                         burst_growth_tokens=tokens // bursts, burst_requests=calls / bursts)
+
+
+def cache_strategy(session: Session, *, idle_seconds: float, history: list[AgentMessage],
+                   prompt_tokens: int) -> CacheStrategy:
+    """This turn's cache strategy. HERMES_CACHE_TTL "auto" (the default) chooses from the
+    session's rhythm (agents/cache_strategy.py); "5m" or "1h" fix the message tier, with
+    HERMES_CACHE_PROMPT_TTL for the prompt tier and HERMES_PRUNE_ON_COLD_RESUME as set."""
+    configured = settings.HERMES["CACHE_TTL"]
+    if configured in CACHE_TTL_SECONDS:
+        return CacheStrategy(prompt_ttl=settings.HERMES["CACHE_PROMPT_TTL"] or configured,
+                             message_ttl=configured,
+                             prune_on_cold_resume=settings.HERMES["PRUNE_ON_COLD_RESUME"],
+                             reason=f"configured: HERMES_CACHE_TTL={configured}")
+    chosen = choose_cache_strategy(session_rhythm(
+        session, idle_seconds=idle_seconds, history=history, prompt_tokens=prompt_tokens))
+    if not settings.HERMES["PRUNE_ON_COLD_RESUME"]:
+        chosen = CacheStrategy(prompt_ttl=chosen.prompt_ttl, message_ttl=chosen.message_ttl,
+                               prune_on_cold_resume=False, reason=chosen.reason)
+    return chosen
+
+
+def cache_settings(strategy: CacheStrategy) -> CacheSettings:
+    """The planner's settings for a strategy."""
+    return CacheSettings(ttl=strategy.message_ttl, prompt_ttl=strategy.prompt_ttl)
+
+
+def cold_resume(session: Session, strategy: CacheStrategy, *, idle_seconds: float) -> bool:
+    """True when this turn resumes after longer than the TTL the previous turn's message
+    breakpoints carried (``Session.cache_message_ttl``: the prefix is gone, so a rewrite is
+    free) and the strategy prunes on a cold resume. The TTL chosen for THIS turn does not
+    matter here: it decides what survives the next gap, not the last one."""
+    previous = CACHE_TTL_SECONDS.get(session.cache_message_ttl, 300)
+    return strategy.prune_on_cold_resume and is_cold_resume(idle_seconds, previous)
+
+
+def cache_strategy_store(session: Session, strategy: CacheStrategy) -> None:
+    """Remember the message TTL this turn's requests carry (read by the next cold_resume)."""
+    if session.cache_message_ttl != strategy.message_ttl:
+        Session.objects.filter(pk=session.pk).update(cache_message_ttl=strategy.message_ttl)
+        session.cache_message_ttl = strategy.message_ttl
 
 
 def session_micro_compact(*, ctx, sink) -> bool:

@@ -33,6 +33,11 @@ EVENT_TYPES = frozenset({
     "history.repaired", "compaction.breaker_tripped", "provider.failover",
     # the session's tool schema snapshot was rebuilt (sessions/toolbox.py, issue 12/13)
     "tools.rebuilt",
+    # steering a running turn (issue 12 item 4): a correction stored, a correction landed
+    "steer.queued", "turn.steered",
+    # delegation (issue 12): a turn saved awaiting its child agents, a child's turn ended,
+    # the last child of a delegate call ended (its result is ledgered, the parent resumes)
+    "turn.awaiting_children", "child.updated", "children.finished",
 })
 
 

@@ -58,6 +58,10 @@ class Session(models.Model):
     compaction_lease_owner = models.CharField(max_length=100, blank=True, default="")
     compaction_lease_expires_at = models.DateTimeField(null=True, blank=True)
     prune_rearm_tokens = models.IntegerField(default=0)
+    cache_message_ttl = models.CharField(
+        max_length=2, default="5m",
+        help_text="TTL ('5m'/'1h') the last turn's message breakpoints carried: a resume "
+                  "after longer is cold (agents/cache_strategy.py).")
     usage_anchor = models.JSONField(null=True, blank=True)
     # Prompt-cache health (agents/cache.py CacheHealth) and its admin-visible flag.
     cache_health = models.JSONField(default=dict, blank=True)
@@ -309,4 +313,33 @@ class ToolResultLedger(models.Model):
         return f"ledger {self.session_id}:{self.call_id}"
 
 
+class ChildTask(models.Model):
+    """One child agent started by a parent's delegate tool call (sessions/delegation.py).
+
+    ``child`` is the child's own Session (``parent`` set, fresh history) and ``turn`` its
+    one delegated turn. Children of one call share (``parent_turn``, ``call_id``); when the
+    last of them ends, the call's tool result is ledgered on the parent and the parent's
+    turn is resumed. ``summary_budget``: tokens the child's summary may take in the parent's
+    context (agents/tools/delegate.py); ``index``: 1-based position in the batch."""
+
+    parent_session = models.ForeignKey(Session, on_delete=models.CASCADE,
+                                       related_name="child_tasks")
+    parent_turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="child_tasks")
+    call_id = models.CharField(max_length=200)
+    call_arguments = models.TextField(blank=True, default="{}")
+    index = models.IntegerField(default=1)
+    goal = models.TextField()
+    context = models.TextField(blank=True, default="")
+    child = models.OneToOneField(Session, on_delete=models.CASCADE, related_name="delegation")
+    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="+")
+    summary_budget = models.IntegerField(default=1000)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["parent_turn", "call_id", "index"]
+        constraints = [models.UniqueConstraint(fields=["parent_turn", "call_id", "index"],
+                                               name="uniq_child_task")]
+
+    def __str__(self) -> str:
+        return f"child {self.index} of call {self.call_id}: {self.goal[:40]}"
 from sessions.mcp_models import McpServer, SessionToolSchema  # noqa: E402,F401  (registered here)

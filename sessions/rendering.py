@@ -25,6 +25,7 @@ from markdown_it import MarkdownIt
 from sessions.highlight import code_highlight
 from sessions.models import RunEvent, Session, Turn, UsageRecord
 from sessions.selectors import event_list_after, message_list_display
+from sessions.steer import STEER, STEERED
 from sessions.tool_cards import (APPROVAL_STATUSES, DESCRIBERS, call_arguments, tool_status,
                                  tool_summary)
 from sessions.transcript import message_to_display
@@ -62,9 +63,10 @@ OUTPUT_PREVIEW_CHARS = 20_000
 APPROVAL_EVENTS = frozenset({"approval.requested", "approval.decided"})
 """Event types whose partial depends on the viewer (rendered with a database read)."""
 STATUS_EVENTS = frozenset({"turn.queued", "turn.started", "turn.finished", "turn.failed",
-                           "turn.cancelled", "turn.awaiting_approval", "budget.exceeded"})
+                           "turn.cancelled", "turn.awaiting_approval", "budget.exceeded",
+                           "turn.awaiting_children"})
 """Event types whose frame carries the turn-status partial."""
-PLAIN_EVENTS = frozenset({"text.delta", "usage", "session.updated"})
+PLAIN_EVENTS = frozenset({"text.delta", "usage", "session.updated", "turn.steered"})
 """Event types the client applies without HTML (event_html returns None for them)."""
 
 
@@ -129,6 +131,7 @@ def tool_card(call: dict, result: dict | None = None, *,
     name = call.get("name") or "?"
     lines = output.count("\n") + 1 if output else 0
     return {"long_output": lines > LONG_OUTPUT_LINES, "output_lines": lines,"dom_id": dom_id("tool", call.get("id", "")), "name": name,
+            "call_id": call.get("id", ""),
             "summary": tool_summary(name, arguments, (result or {}).get("tool_meta")),
             "described": name in DESCRIBERS, "arguments": pretty, "status": status,
             "status_label": label, "output": output, "has_arguments": bool(
@@ -168,6 +171,7 @@ def status_item(type: str, payload: dict) -> dict:
     state = {"turn.queued": "queued", "turn.started": "running", "turn.finished": "idle",
              "turn.failed": "failed", "turn.cancelled": "cancelled",
              "turn.awaiting_approval": "awaiting_approval",
+             "turn.awaiting_children": "awaiting_children",
              "budget.exceeded": "budget_blocked"}.get(type, "idle")
     return {"state": state, "reason": payload.get("reason", ""),
             "turn_id": payload.get("turn_id")}
@@ -230,6 +234,10 @@ def event_html(event: dict, *, user=None, user_label: str = "You") -> str | None
                 "level": "error", "dom_id": dom_id("turn-error", payload.get("turn_id")),
                 "text": f"The turn failed: {payload.get('reason', '')}"})
         return html
+    if type == "steer.queued":  # not a status event: the running turn is still running
+        return _partial("queued-input", {"turn_id": payload.get("turn_id"), "steer": True,
+                                          "text": payload.get("text", ""),
+                                          "user_label": user_label})
     if type == "compaction":
         return _partial("compaction-divider", {
             "dom_id": dom_id("event", event["seq"]), "text": notice_text(type, payload),
@@ -357,14 +365,16 @@ def transcript_context(*, session: Session, user, request=None) -> dict:
                       if e.seq <= last_seq]
             streaming, index = streaming_text(events)
     state = {None: "idle", "queued": "queued", "running": "running",
-             "awaiting_approval": "awaiting_approval"}[running.status if running else None]
+             "awaiting_approval": "awaiting_approval", "awaiting_children": "awaiting_children",
+             "awaiting_answer": "awaiting_answer"}[running.status if running else None]
     reason = ""
     if running is None and turns and turns[-1].status == Turn.Status.BUDGET_BLOCKED:
         state, reason = "budget_blocked", turns[-1].error  # resumable once the cap is raised
     approval_cards = [approval_card_html(a, user, request=request) for a in
                       ApprovalRequest.objects.filter(session=session,
                                                      state=ApprovalRequest.State.PENDING)]
-    queued = [{"turn_id": t.pk, "text": t.input_text[:2000]} for t in turns
+    queued = [{"turn_id": t.pk, "text": t.input_text[:2000], "steer": t.kind == STEER}
+              for t in turns
               if t.user_message_id is None and t.status in (Turn.Status.QUEUED,
                                                             Turn.Status.RUNNING)]
     return {"last_seq": last_seq, "items": items, "streaming": streaming, "user_label": user_label,
@@ -384,7 +394,8 @@ def _turn_footers(turns: list[Turn]) -> dict[int | None, list[dict]]:
         unknown=Count("id", filter=Q(cost_usd__isnull=True)),
         cost_unknown=Max("cost_unknown_reason"))}
     footers: dict[int | None, list[dict]] = {}
-    started = [t for t in turns if t.user_message_id is not None]
+    # A correction that landed inside another turn is part of that turn, not a turn.
+    started = [t for t in turns if t.user_message_id is not None and t.kind != STEERED]
     for turn, after in zip(started, [*[t.user_message_id for t in started[1:]], None]):
         parts = []
         if turn.pk in usage:

@@ -23,7 +23,8 @@ from django.utils import timezone
 from accounts.budgets import BudgetedTransport
 from agents.budget import IterationBudget
 from agents.cache import CacheSettings
-from agents.errors import ApprovalRequired, LeaseLost, TransportError, TurnCancelled
+from agents.errors import (ApprovalRequired, DelegationRequested, LeaseLost, TransportError,
+                           TurnCancelled)
 from agents.identity import bind_identity
 from agents.loop import Harness, run_turn
 from agents.messages import Message as AgentMessage
@@ -32,20 +33,23 @@ from agents.prompt import build_system_prompt, recover_stable_len
 from agents.providers import ProviderProfile, model_output_cap, resolve_profile
 from agents.request import RequestPipeline
 from agents.spend_caps import BudgetExceeded
-from agents.tokens import Calibrator
+from agents.tokens import Calibrator, estimate_text_tokens
+from agents.tools.delegate import DELEGATE_TOOL
 from agents.tools.dispatch import dispatch_tool_calls
 from agents.tools.ledger import split_by_ledger
 from agents.tools.spill import apply_spill
 from agents.transports import get_transport
+from agents.transports.patience import Patience, PatientTransport, routes_resting
 from agents.transports.retry import RetryPolicy
-from sessions import toolbox
+from sessions import delegation, toolbox
 from sessions.events import event_append
+from sessions.inputs import prompt_session_label
 from sessions.leases import lease_held_by_other, lease_renew, lease_validate
 from sessions.models import Session, Turn
 from sessions.services import workspace_path
 from sessions.sink import DbSink, ledger_for, started_call_ids
 from sessions.transcript import history_load, message_to_agent
-from sessions.waits import WAITING_STATUSES
+from sessions.waits import WAITING_STATUSES, turn_ended
 
 log = logging.getLogger("hermes.runner")
 
@@ -60,7 +64,8 @@ def profile_named(name: str, model: str | None) -> ProviderProfile:
     hermes = settings.HERMES
     base_url = None
     if name.startswith("simulator"):
-        base_url = hermes["SIMULATOR_URL"] + ("/v1" if name.endswith("openai") else "")
+        openai_wire = resolve_profile(name).transport == "openai_chat"
+        base_url = hermes["SIMULATOR_URL"] + ("/v1" if openai_wire else "")
     else:
         profile = resolve_profile(name)
         key = "anthropic" if profile.transport == "anthropic_messages" else "openai"
@@ -187,8 +192,16 @@ class TurnContext:
 
         failover = FailoverTransport(provider_routes(self.session, self.profile),
                                      store=COOLDOWNS, notice=self.failover_notice)
+        # Every route throttled: wait it out (backoff, shared cooldowns, Retry-After).
+        primary = failover.routes[0].label()
+        patient = PatientTransport(
+            failover, resting=routes_resting(failover),
+            patience=Patience(total=settings.HERMES["THROTTLE_PATIENCE"],
+                              max_hint=settings.HERMES["MAX_RETRY_AFTER"]),
+            notice=lambda seconds, hint, attempts: self.throttle_notice(
+                primary, seconds, hint, attempts))
         # Every provider call of the turn (loop, finalizer, summaries) passes the spend caps.
-        return BudgetedTransport(failover, session=self.session, on_warning=lambda text: (
+        return BudgetedTransport(patient, session=self.session, on_warning=lambda text: (
             event_append(session_id=self.session.pk, type="budget.warning",
                          payload={"turn_id": self.turn.pk, "reason": text})))
 
@@ -200,6 +213,15 @@ class TurnContext:
             "turn_id": self.turn.pk, "failed": failed.label(), "reason": hint.reason.value,
             "next": following.label() if following is not None else None,
             "text": f"{failed.label()} failed ({hint.reason.value}){nxt}."})
+
+    def throttle_notice(self, label: str, seconds: float, hint, attempts: int) -> None:
+        """Every route is throttled: tell the user the turn waits, how long, and for whom
+        (``label``: the primary route, by key label)."""
+        event_append(session_id=self.session.pk, type="provider.failover", payload={
+            "turn_id": self.turn.pk, "failed": label, "reason": hint.reason.value,
+            "next": label, "wait_seconds": round(seconds, 1), "attempts": attempts,
+            "text": f"{label} is throttling ({hint.reason.value}); waiting "
+                    f"{seconds:.0f} s before trying again."})
 
     @cached_property
     def workspace(self) -> Path:
@@ -219,7 +241,8 @@ class TurnContext:
             home=self.home, tool_names=names, model=session.model, provider=session.provider,
             workspace=self.workspace, caller_context="",
             skills_index=toolbox.skills_index_for(session, self.workspace), memory="",
-            user_profile="", session_id=str(session.pk), started_at=session.started_at.date())
+            user_profile="", session_id=prompt_session_label(session),
+            started_at=session.started_at.date())
         Session.objects.filter(pk=session.pk).update(tool_names=names, system_prompt=prompt.text)
         session.tool_names, session.system_prompt = names, prompt.text
 
@@ -238,8 +261,8 @@ class TurnContext:
             transport=self.transport, model=session.model, system=session.system_prompt,
             stable_len=stable_len, tools=tools,
             profile=self.profile, calibrator=self.calibrator_restore(stable_len),
-            cache=CacheSettings(ttl=settings.HERMES["CACHE_TTL"],
-                                prompt_ttl=settings.HERMES["CACHE_PROMPT_TTL"] or None),
+            # Replaced before each turn's first request by its cache strategy (_prepare).
+            cache=CacheSettings(),
             max_tokens=min(settings.HERMES["MAX_OUTPUT_TOKENS"],
                            model_output_cap(self.profile, session.model)),
             context_window=self.profile.context_window)
@@ -303,10 +326,14 @@ def turn_execute(*, session: Session, turn: Turn, owner: str) -> str:
                 execute=lambda calls: _execute(ctx, sink, calls),
                 observe=lambda req, resp: _observe(ctx, req, resp),
                 recover=lambda h, exc: _recover(ctx, sink, h, exc))
+            iterations = (delegation.child_iterations(session) if session.parent_id
+                          else settings.HERMES["MAX_ITERATIONS"])
             result = run_turn(history, harness=harness, sink=sink,
-                              budget=IterationBudget(settings.HERMES["MAX_ITERATIONS"]))
+                              budget=IterationBudget(iterations))
         except ApprovalRequired as exc:
             return _await_approval(ctx, sink, exc)
+        except DelegationRequested as exc:
+            return _await_children(ctx, sink, exc)
         except TurnCancelled:
             return _finish(ctx, sink, Turn.Status.CANCELLED, "turn.cancelled", {})
         except BudgetExceeded as exc:  # everything done so far is stored; resumable
@@ -445,9 +472,16 @@ def _bind(ctx: TurnContext, history: tuple[AgentMessage, ...]) -> None:
 def _prepare(ctx: TurnContext, sink: DbSink, history: list[AgentMessage]):
     """Repair, reduce when a gate says so, plan. Reductions run only here, at an iteration
     boundary, after every result of the previous batch is stored."""
-    from sessions.context import cold_resume, session_compact, session_prune
+    from sessions.context import (cache_settings, cache_strategy, cache_strategy_store,
+                                  cold_resume, session_compact, session_prune)
 
     lease_renew(session=ctx.session, owner=ctx.owner, seconds=settings.HERMES["LEASE_SECONDS"])
+    if ctx.first_request:
+        # The cache strategy is chosen once per turn, before its first request is planned:
+        # TTLs only matter for the writes that must outlive the idle gap after this turn.
+        strategy = cache_strategy(ctx.session, idle_seconds=ctx.idle_seconds, history=history,
+                                  prompt_tokens=estimate_text_tokens(ctx.session.system_prompt))
+        ctx.pipeline.cache = cache_settings(strategy)
     prepared = ctx.pipeline.prepare(history)
     reduced = None
     idle_compaction = settings.HERMES["IDLE_COMPACTION_SECONDS"]
@@ -456,7 +490,7 @@ def _prepare(ctx: TurnContext, sink: DbSink, history: list[AgentMessage]):
         reduced = session_compact(ctx=ctx, sink=sink, history=prepared.history, forced=False,
                                   reason="idle")
     if (reduced is None and ctx.first_request
-            and cold_resume(ctx.session, idle_seconds=ctx.idle_seconds)):
+            and cold_resume(ctx.session, strategy, idle_seconds=ctx.idle_seconds)):
         reduced = session_prune(ctx=ctx, history=prepared.history,
                                 projected=prepared.projected_tokens, cold=True)
     elif settings.HERMES["PRUNE_TRIGGER_TOKENS"] > 0:
@@ -472,6 +506,8 @@ def _prepare(ctx: TurnContext, sink: DbSink, history: list[AgentMessage]):
     if reduced is not None:
         ctx.compactions += 1
         prepared = ctx.pipeline.prepare(reduced)
+    if ctx.first_request:
+        cache_strategy_store(ctx.session, strategy)
     ctx.first_request = False
     for added in prepared.added:  # stored, so the next request is identical (history.py)
         sink.message_added(added)
@@ -485,8 +521,14 @@ def _execute(ctx: TurnContext, sink: DbSink, calls: list[ToolCall]):
     dispatch the rest; each call is announced when it starts and ledgered when it ends."""
     from approvals.services import gate_state
 
+    # A delegate call's only effect is the transaction that creates its children and saves
+    # the turn awaiting them; the turn runs again only after its result is ledgered. So a
+    # delegate call announced with no ledgered result never took effect: run it again
+    # (children_spawn is idempotent per call id) instead of "outcome unknown".
+    started = started_call_ids(session=ctx.session) - {
+        c.id for c in calls if c.name == DELEGATE_TOOL}
     split = split_by_ledger(calls, ledger=ledger_for(session=ctx.session, calls=calls),
-                            started=started_call_ids(session=ctx.session))
+                            started=started)
     tool_ctx = toolbox.tool_context(ctx, should_stop=sink.should_stop)
     order = {id(call): index for index, call in enumerate(calls)}
     ranked = list(split.answered.items())
@@ -494,11 +536,25 @@ def _execute(ctx: TurnContext, sink: DbSink, calls: list[ToolCall]):
     fresh = [calls[i] for i in split.to_run]
     if fresh:
         state = gate_state(session=ctx.session, turn=ctx.turn)
-        outcome = dispatch_tool_calls(
-            fresh, registry=toolbox.registry_for(ctx.session), ctx=tool_ctx,
-            gate=toolbox.policy_gate(ctx, state), should_stop=sink.should_stop,
-            on_call=sink.tool_called,
-            on_result=lambda call, out: sink.tool_finished(call, out.text, out.is_error))
+        announced: list[ToolCall] = []
+
+        def on_call(call: ToolCall) -> None:
+            announced.append(call)
+            sink.tool_called(call)
+
+        try:
+            outcome = dispatch_tool_calls(
+                fresh, registry=toolbox.registry_for(ctx.session), ctx=tool_ctx,
+                gate=toolbox.policy_gate(ctx, state), should_stop=sink.should_stop,
+                on_call=on_call,
+                on_result=lambda call, out: sink.tool_finished(call, out.text, out.is_error),
+                should_steer=sink.steer_pending)
+        except DelegationRequested as exc:
+            # The delegate call runs alone in its segment (no path scope, not read-only),
+            # so it is the call announced last. Earlier calls' results are in the ledger and
+            # answer them on resume.
+            exc.call = announced[-1]
+            raise
         by_id = {c.id: order[id(c)] for c in reversed(fresh)}
         ranked += [(by_id.get(r.tool_call_id, len(calls)), r) for r in outcome.results]
         pending = list(outcome.pending)
@@ -602,6 +658,28 @@ def _await_approval(ctx: TurnContext, sink: DbSink, exc: ApprovalRequired) -> st
     return Turn.Status.AWAITING_APPROVAL
 
 
+def _await_children(ctx: TurnContext, sink: DbSink, exc: DelegationRequested) -> str:
+    """Create the delegate call's children and save the turn as awaiting them, in one
+    transaction (nothing half-written: no child without a waiting parent, no waiting parent
+    without children); the worker then returns. The last child to end ledgers the call's
+    result and resumes this turn (sessions/delegation.py)."""
+    sink.flush()
+    with transaction.atomic():
+        lease_validate(session=ctx.session, owner=ctx.owner)
+        stopped = Session.objects.filter(pk=ctx.session.pk, stop_requested=True).exists()
+        if not stopped:
+            rows = delegation.children_spawn(parent_session=ctx.session, parent_turn=ctx.turn,
+                                             call=exc.call, request=exc.request)
+            Turn.objects.filter(pk=ctx.turn.pk).update(status=Turn.Status.AWAITING_CHILDREN)
+            event_append(session_id=ctx.session.pk, type="turn.awaiting_children", payload={
+                "turn_id": ctx.turn.pk, "call_id": exc.call.id,
+                "children": [{"child_id": r.child_id, "index": r.index, "goal": r.goal[:300]}
+                             for r in rows]})
+    if stopped:
+        return _finish(ctx, sink, Turn.Status.CANCELLED, "turn.cancelled", {})
+    return Turn.Status.AWAITING_CHILDREN
+
+
 def _finish(ctx: TurnContext, sink: DbSink, status: str, event: str, payload: dict,
             error: str = "") -> str:
     """Record how the turn ended (its own transaction; the lease is not required so a
@@ -622,6 +700,7 @@ def _finish(ctx: TurnContext, sink: DbSink, status: str, event: str, payload: di
         Session.objects.filter(pk=ctx.session.pk).update(stop_requested=False)
         event_append(session_id=ctx.session.pk, type=event,
                      payload={"turn_id": ctx.turn.pk, "usage": sink.usage_total, **payload})
+        turn_ended(ctx.turn.pk)  # a child's end may resume its parent (same transaction)
     return status
 
 

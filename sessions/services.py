@@ -18,7 +18,8 @@ from django.utils import timezone
 from accounts.models import Membership
 from sessions.events import event_append
 from sessions.models import Message, Session, Turn
-from sessions.waits import WAITING_STATUSES, waits_cancel
+from sessions.steer import STEER, turn_running
+from sessions.waits import WAITING_STATUSES, turn_ended, waits_cancel
 
 DEFAULT_TITLE = "New session"
 WELCOME_README = """# Welcome to your Hermes workspace
@@ -30,8 +31,17 @@ file, to search, or to run a command.
 
 
 def workspace_path(session: Session) -> Path:
-    """The session's workspace directory (created on demand)."""
-    path = Path(settings.HERMES["WORKSPACE_ROOT"]) / str(session.pk)
+    """The session's workspace directory (created on demand). A child agent's session
+    (``parent`` set) works in its top ancestor's workspace: it does part of that session's
+    task on that session's files, and the parent can check what a child claims it wrote
+    (issue 12: children use the same confined workspace and policy)."""
+    pk, parent_id = session.pk, session.parent_id
+    for _ in range(16):  # delegation depth is bounded far below this
+        if parent_id is None:
+            break
+        pk = parent_id
+        parent_id = Session.objects.filter(pk=pk).values_list("parent_id", flat=True).first()
+    path = Path(settings.HERMES["WORKSPACE_ROOT"]) / str(pk)
     path.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -107,29 +117,68 @@ def turn_kind(text: str) -> str:
     return ""
 
 
-def turn_start(*, session: Session, user, text: str) -> Turn:
+def turn_start(*, session: Session, user, text: str, origin: str = "") -> Turn:
     """Queue ``text`` as a turn of ``session`` and enqueue the worker on commit.
 
     The input is stored durably as a queued Turn; it becomes the user message when its turn
     begins, so a message sent while another turn runs is never lost and never runs
-    concurrently. Raises ValidationError (nothing stored) for bad input.
+    concurrently. ``origin`` says who started it ('' a person; 'schedule' and 'webhook'
+    turns are unattended and machine-built: sessions/inputs.py). Raises ValidationError
+    (nothing stored) for bad input.
     """
     from sessions.tasks import turn_run_task
 
     check_message_text(text)
     if session.owner_id != user.pk:
         raise ValidationError("Only the session's owner can send messages.")
+    if session.parent_id is not None:
+        raise ValidationError("A child agent's session is read-only: it works only on the "
+                              "task its parent delegated.")
     with transaction.atomic():
-        turn = Turn.objects.create(session=session, input_text=text, kind=turn_kind(text))
+        turn = Turn.objects.create(session=session, input_text=text, origin=origin,
+                                   kind="" if origin else turn_kind(text))
         updates = {"last_activity_at": timezone.now()}
         if session.title == DEFAULT_TITLE and not turn.kind:
             updates["title"] = " ".join(text.split())[:60]
         Session.objects.filter(pk=session.pk).update(**updates)
         event_append(session_id=session.pk, type="turn.queued",
-                     payload={"turn_id": turn.pk, "text": text[:2000]})
+                     payload={"turn_id": turn.pk, "text": text[:2000], "origin": origin})
         if "title" in updates:
             event_append(session_id=session.pk, type="session.updated",
                          payload={"title": updates["title"]})
+        turn_run_task.delay_on_commit(session.pk)
+    return turn
+
+
+def turn_steer(*, session: Session, user, text: str) -> Turn:
+    """Send ``text`` as a correction to the running turn (issue 12 item 4).
+
+    Stored at once as a queued Turn of kind "steer" (a row: a worker kill loses nothing and
+    the page shows it); the running turn lands it at its next safe point (agents/steer.py,
+    sessions/steer.py). If no turn claims it before the running one ends, it runs as the next
+    queued turn, in order. Same validation as turn_start; a slash command is refused (it is
+    a command, not a correction). Raises ValidationError (nothing stored)."""
+    from sessions.tasks import turn_run_task
+
+    check_message_text(text)
+    if session.owner_id != user.pk:
+        raise ValidationError("Only the session's owner can send messages.")
+    if turn_kind(text):
+        raise ValidationError("A slash command cannot be sent as a correction; send it as "
+                              "a message instead.")
+    with transaction.atomic():
+        turn = Turn.objects.create(session=session, input_text=text, kind=STEER)
+        running = turn_running(session=session)
+        updates = {"last_activity_at": timezone.now()}
+        if session.title == DEFAULT_TITLE:  # sent as the first message: it names the session
+            updates["title"] = " ".join(text.split())[:60]
+        Session.objects.filter(pk=session.pk).update(**updates)
+        event_append(session_id=session.pk, type="steer.queued",
+                     payload={"turn_id": turn.pk, "text": text[:2000], "running": running})
+        if "title" in updates:
+            event_append(session_id=session.pk, type="session.updated",
+                         payload={"title": updates["title"]})
+        # Enqueued in any case: if the running turn ends first, this is the next turn.
         turn_run_task.delay_on_commit(session.pk)
     return turn
 
@@ -169,6 +218,7 @@ def turn_stop(*, session: Session) -> bool:
                 Turn.objects.filter(pk=turn.pk, status=turn.status).update(
                     status=Turn.Status.CANCELLED, finished_at=now,
                     error=f"stopped by the user while {what}")
+                turn_ended(turn.pk)  # a stopped child still reports to its parent
                 event_append(session_id=session.pk, type="turn.cancelled", payload={
                     "turn_id": turn.pk,
                     "reason": f"Stopped while {what}; nothing pending was run."})

@@ -25,6 +25,7 @@ from agents.tools.ledger import LedgerEntry, LedgerKey, ledger_key
 from sessions.events import event_append
 from sessions.leases import lease_validate
 from sessions.models import Message, RunEvent, Session, ToolResultLedger, Turn, UsageRecord
+from sessions.steer import steers_land, steers_waiting
 from sessions.transcript import _insert, message_to_agent, message_to_display
 
 DELTA_BATCH_SECONDS = 0.05
@@ -96,12 +97,17 @@ class DbSink:
             rows = [self._store(m) for m in messages]
         return [message_to_agent(r) for r in rows]
 
-    def _store(self, message: AgentMessage, kind: str = ""):
-        """Insert one row and its event (inside the caller's lease-validated transaction)."""
-        meta = self.tool_meta.pop(message.tool_call_id, None) if message.tool_call_id else None
-        row = _insert(session=self.session, message=message, kind=kind, tool_meta=meta)
+    def _store(self, message: AgentMessage, kind: str = "", meta: dict | None = None,
+               extra: dict | None = None):
+        """Insert one row and its event (inside the caller's lease-validated transaction).
+        ``meta``: display metadata (else the one gathered in ``tool_meta``); ``extra``: more
+        keys for the event payload."""
+        gathered = self.tool_meta.pop(message.tool_call_id, None) if message.tool_call_id \
+            else None
+        row = _insert(session=self.session, message=message, kind=kind,
+                      tool_meta=meta or gathered)
         event_type = "tool.result" if row.role == "tool" else "message.added"
-        payload = {"turn_id": self.turn.pk, "message": message_to_display(row)}
+        payload = {"turn_id": self.turn.pk, "message": message_to_display(row), **(extra or {})}
         call = self._calls.pop(row.tool_call_id, None) if row.role == "tool" else None
         if call is not None:  # so the card's summary can say what the call did
             payload["tool_call"] = call
@@ -198,6 +204,17 @@ class DbSink:
             "cost_usd": None if cost.usd is None else str(cost.usd),
             "cost_unknown": cost.unknown_reason,
         })
+
+    def steer_pending(self) -> bool:
+        """A correction waits to land in this turn (sessions/steer.py; asked at safe points
+        only, so not throttled like should_stop)."""
+        return steers_waiting(session=self.session)
+
+    def steer_land(self, build) -> list[AgentMessage]:
+        """Land the waiting corrections: see sessions/steer.py steers_land. Raises LeaseLost."""
+        self.flush()
+        return steers_land(session=self.session, turn=self.turn, owner=self.owner,
+                           build=build, store=self._store)
 
     def should_stop(self) -> bool:
         """True once the user pressed stop (the flag is read at most every 250 ms)."""

@@ -28,8 +28,8 @@ from sessions.models import RunEvent, Session, Turn
 # worker should import once before forking, not once per child on its first turn (six
 # children importing the anthropic SDK at once took over 30 s on a loaded 2-core host).
 from sessions.runner import turn_execute
-from sessions.waits import (WAITING_STATUSES, resumer_register, turn_wait_pending,
-                            turn_waiting, waits_expire_due)
+from sessions.waits import (WAITING_STATUSES, resumer_register, turn_ended,
+                            turn_wait_pending, turn_waiting, waits_expire_due)
 
 log = logging.getLogger("hermes.tasks")
 
@@ -69,6 +69,7 @@ def turn_next(*, session: Session, owner: str) -> Turn | None:
                 status=Turn.Status.FAILED, finished_at=timezone.now(),
                 error="interrupted: the workers running this turn stopped "
                       f"{recovered + 1} times")
+            turn_ended(stale.pk)  # a failed child still reports to its parent
             event_append(session_id=session.pk, type="turn.failed", payload={
                 "turn_id": stale.pk,
                 "reason": "The worker running this turn stopped repeatedly; its unfinished "

@@ -137,11 +137,14 @@ def tool_status(*, result: dict | None, approval_state: str | None = None) -> tu
 
     running · done · error (the tool failed) · failed with label "exit N" (a command that
     ran and exited non-zero, from metadata exit_code) · stopped (the user pressed stop: the
-    command was killed, or the call was skipped; metadata stopped) · cancelled / denied /
+    command was killed, or the call was skipped; metadata stopped; label "not run: steered"
+    when a correction overtook it, metadata steered) · cancelled / denied /
     expired (its approval was, so it never ran)."""
     meta = (result or {}).get("tool_meta") or {}
     if meta.get("stopped"):
         return "stopped", "stopped"
+    if meta.get("steered"):  # skipped: the user's correction overtook it (agents/steer.py)
+        return "stopped", "not run: steered"
     if approval_state in APPROVAL_STATUSES and (result is None or result.get("is_error")):
         status = APPROVAL_STATUSES[approval_state]
         return status, status

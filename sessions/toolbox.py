@@ -27,6 +27,7 @@ from agents.messages import ToolCall
 from agents.prompt import build_stable_tier
 from agents.policy import Decision, PolicyContext, bypass_frozen, decide
 from agents.tools import ToolContext
+from agents.tools.delegate import DelegateTool
 from agents.tools.registry import ToolRegistry, default_registry
 from agents.availability import AvailabilityCache
 from agents.tools.skills import (SkillsListTool, SkillViewTool, build_skill_invocation,
@@ -34,7 +35,9 @@ from agents.tools.skills import (SkillsListTool, SkillViewTool, build_skill_invo
                                  skills_index)
 from approvals.models import AuditEntry
 from sessions import mcp
+from sessions.delegation import delegation_context
 from sessions.events import event_append
+from sessions.inputs import turn_input_built
 from sessions.models import Session, SessionToolSchema, Turn
 from sessions.services import provider_default
 from sessions.waits import WAITING_STATUSES
@@ -48,6 +51,7 @@ def _full_registry() -> ToolRegistry:
     from agents.tools.recall import SessionSearchTool
 
     registry.register(SessionSearchTool())
+    registry.register(DelegateTool())
     return registry
 
 
@@ -289,14 +293,19 @@ def tool_context(ctx, *, should_stop=None) -> ToolContext:
             "should_stop": should_stop,
             "session_search": lambda query: session_search_for_tool(session=session,
                                                                     query=query),
+            "delegation": delegation_context(ctx),
         }))
 
 
 def policy_context_for(*, user, session: Session | None, state=None,
-                       workspace: Path | None = None) -> PolicyContext:
+                       workspace: Path | None = None, unattended: bool = False
+                       ) -> PolicyContext:
     """The PolicyContext for ``user`` acting in ``session`` (None: a check outside any
     session, as the `hermes policy` CLI does), fed the approval state of the current turn
-    when given. The one place a PolicyContext is built."""
+    when given. ``unattended``: the turn has no human to ask (Turn.unattended: a schedule,
+    a webhook, or a child of such a turn); a child of a person's turn asks its owner like
+    any turn (issue 12: a child's approvals reach the same owner and team admins). The one
+    place a PolicyContext is built."""
     isolated = backend_kind() == "sandbox"
     team_deny: tuple[str, ...] = ()
     admin_only: tuple[str, ...] = ()
@@ -315,7 +324,7 @@ def policy_context_for(*, user, session: Session | None, state=None,
                            if state is not None else {}),
         denied_call_ids=dict(state.denied_call_ids) if state is not None else {},
         bypass=bypass_frozen() or bool(state is not None and state.bypass),
-        unattended=session is not None and session.parent_id is not None,
+        unattended=unattended,
         app_config_paths=tuple(str(p) for p in app_config_paths()),
         private_paths=tuple(str(p) for p in private_paths()),
         admin_only_risk_classes=admin_only,
@@ -327,12 +336,14 @@ def policy_context_for(*, user, session: Session | None, state=None,
 def policy_gate(ctx, state):
     """gate(call) -> Decision: the one policy function, fed this turn's approval state."""
     policy_ctx = policy_context_for(user=ctx.session.owner, session=ctx.session, state=state,
-                                    workspace=ctx.workspace)
+                                    workspace=ctx.workspace, unattended=ctx.turn.unattended)
 
     def gate(call: ToolCall) -> Decision:
         # Rules are per tool: an "always" grant for one tool never covers another.
         call_ctx = replace(policy_ctx, always_rules=state.patterns_for(call.name),
-                           session_rules=state.patterns_for(call.name, scope="session"))
+                           session_rules=state.patterns_for(call.name, scope="session"),
+                           # a schedule or webhook turn: no human can answer an "ask"
+                           unattended=policy_ctx.unattended or ctx.turn.unattended)
         if current_identity() is None:
             # Called where the acting identity did not travel (a bare thread): the ids read
             # from the row must not stand in for it; decide() denies without identity.
@@ -402,6 +413,9 @@ def user_message_for(session: Session, turn: Turn, workspace: Path) -> AgentMess
     """The user message a queued turn becomes. ``/skill-name args`` expands to the skill's
     scaffold plus the arguments (the builder registers the scaffold as a stable prefix), kept
     as sent_content so replay is byte-exact while the chat shows what the user typed."""
+    built = turn_input_built(turn)
+    if built is not None:
+        return built
     text = turn.input_text
     if turn.kind == "skill":
         parsed = parse_skill_command(text, skills_for(workspace))

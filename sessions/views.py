@@ -19,6 +19,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import reswap, retarget
 
 from accounts.spend import session_costs, sessions_with_cost, usage_export
+from sessions.delegation import child_cards, children_cost
 from sessions.events import event_to_dict
 from sessions.forms import MessageForm, RenameForm, SearchForm
 from sessions.models import Session
@@ -27,7 +28,8 @@ from sessions.rendering import event_frame, transcript_context, viewer_label
 from sessions.selectors import (event_list_after, session_get, session_list, session_list_team,
                                 session_visible_q)
 from sessions.services import (session_archive, session_create, session_rename,
-                               session_rewind, turn_start, turn_stop)
+                               session_rewind, turn_start, turn_steer, turn_stop)
+from sessions.steer import turn_running
 
 EVENT_PAGE = 500
 """Events per polling response (the client asks again with the new ``after``)."""
@@ -67,10 +69,26 @@ def session_detail_view(request: HttpRequest, session_id: int) -> HttpResponse:
     socket resumes from (sessions/rendering.py transcript_context)."""
     session = session_get(user=request.user, session_id=session_id)
     context = {"session": session, "form": MessageForm(),
-               "can_write": session.owner_id == request.user.pk,
+               # A child agent's session is read-only: it works only on its delegated task.
+               "can_write": session.owner_id == request.user.pk and session.parent_id is None,
                "session_cost": session_costs([session.pk]).get(session.pk),
+               "children_cost": children_cost(session),
                **transcript_context(session=session, user=request.user, request=request)}
     return render(request, "sessions/detail.html", context)
+
+
+@login_required
+@require_GET
+def session_children_view(request: HttpRequest, session_id: int) -> JsonResponse:
+    """The child cards' data (sessions/delegation.py child_cards), optionally of one
+    delegate call (``?call=<id>``), and the children's total spend:
+    {"children": [card...], "total": {"cost_usd", "unknown", "tokens", "children"}}.
+    Polled by static/child_cards.js while a child runs."""
+    session = session_get(user=request.user, session_id=session_id)
+    total = children_cost(session)
+    return JsonResponse({
+        "children": child_cards(session=session, call_id=request.GET.get("call") or None),
+        "total": {**total, "cost_usd": str(total["cost_usd"])}})
 
 
 @login_required
@@ -79,18 +97,33 @@ def message_send_view(request: HttpRequest, session_id: int) -> HttpResponse:
     """Queue a message as a turn. htmx: the turn-status partial, or the composer with its
     error (400, retargeted to #composer). Without htmx: a redirect, or the page with the
     error (400). Nothing is stored when the message is refused."""
+    return _message_post(request, session_id, steer=False)
+
+
+@login_required
+@require_POST
+def message_steer_view(request: HttpRequest, session_id: int) -> HttpResponse:
+    """Send the message as a correction to the running turn (sessions/services.py
+    turn_steer; the Steer button and Alt+Enter). Answers exactly like message_send_view;
+    the status stays "running" while a turn runs (the correction lands inside it)."""
+    return _message_post(request, session_id, steer=True)
+
+
+def _message_post(request: HttpRequest, session_id: int, *, steer: bool) -> HttpResponse:
     session = session_get(user=request.user, session_id=session_id, write=True)
     form = MessageForm(request.POST)
     if form.is_valid():
+        service = turn_steer if steer else turn_start
         try:
-            turn = turn_start(session=session, user=request.user, text=form.cleaned_data["text"])
+            turn = service(session=session, user=request.user, text=form.cleaned_data["text"])
         except ValidationError as exc:
             form.add_error("text", exc)
         else:
             if not request.htmx:
                 return redirect("session_detail", session_id=session.pk)
+            state = "running" if steer and turn_running(session=session) else "queued"
             return render(request, "sessions/detail.html#turn-status", {
-                "status": {"state": "queued", "turn_id": turn.pk}, "session_id": session.pk})
+                "status": {"state": state, "turn_id": turn.pk}, "session_id": session.pk})
     if request.htmx:
         response = render(request, "sessions/detail.html#composer",
                           {"form": form, "session": session}, status=400)

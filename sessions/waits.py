@@ -44,6 +44,7 @@ class Wait:
 
 _WAITS: dict[str, Wait] = {}
 _RESUMERS: list[Callable[[int], None]] = []
+_ENDED: list[Callable[[int], None]] = []
 
 
 def wait_register(wait: Wait) -> None:
@@ -90,3 +91,18 @@ def turn_resume_on_commit(session_id: int) -> None:
         raise RuntimeError("no turn resumer registered (sessions.tasks not imported)")
     for resume in _RESUMERS:
         resume(session_id)
+
+
+def turn_ended_register(hook: Callable[[int], None]) -> None:
+    """Register ``hook(turn_id)``, called inside the transaction that gave a turn its final
+    status (completed, failed, cancelled, budget_blocked): sessions/delegation.py resumes a
+    parent when its last child ends. Once per hook."""
+    if hook not in _ENDED:
+        _ENDED.append(hook)
+
+
+def turn_ended(turn_id: int) -> None:
+    """Call every turn-ended hook for ``turn_id``. Call it inside the transaction that wrote
+    the final status, so a hook's writes commit (or roll back) with it."""
+    for hook in _ENDED:
+        hook(turn_id)

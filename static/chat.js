@@ -140,7 +140,8 @@
     if (frame.html) {
       var message = payload.message || {};
       if (frame.type === "message.added" && message.role === "user" && payload.turn_id) {
-        var queued = document.getElementById("queued-" + payload.turn_id);
+        /* A correction that landed inside a running turn names its own queued bubble. */
+        var queued = document.getElementById("queued-" + (payload.steer_turn_id || payload.turn_id));
         if (queued) queued.remove();
       }
       var streaming = document.getElementById("streaming");

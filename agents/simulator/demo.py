@@ -24,7 +24,14 @@ HELP = (f"{LABEL} I am the provider simulator, not a real model. Try:\n"
         "- \"read notes.txt\", \"write hello.txt\"\n"
         "- \"patch hello.txt: old -> new\" or \"replace old with new in hello.txt\"\n"
         "- \"search TODO\" (search_files), \"run pytest -q\" (terminal)\n"
-        "- \"skills\", \"skill <name>\", \"recall <topic>\" / \"search history <topic>\"")
+        "- \"skills\", \"skill <name>\", \"recall <topic>\" / \"search history <topic>\"\n"
+        "- \"delegate three tasks\" or \"delegate: list the files; read README.md\" (child "
+        "agents, one per task)")
+
+DEFAULT_DELEGATED = ("list the files", "read README.md", "search TODO")
+"""The tasks of "delegate three tasks" when the user names none."""
+_GOAL = re.compile(r"^Goal:\n(.+?)(?:\n\n|\Z)", re.MULTILINE | re.DOTALL)
+"""A child agent's first message (agents/tools/delegate.py child_prompt) names its goal."""
 
 
 def _text(text: str) -> Reply:
@@ -41,10 +48,27 @@ def _calls(request: ScriptRequest, text: str, calls: list[ToolCallSpec]) -> Repl
     return Reply(text=text, tool_calls=tuple(offered), token_delay=TOKEN_DELAY)
 
 
+def _delegation(text: str) -> ToolCallSpec | None:
+    """"delegate: a; b; c" → one delegate call with a child task per part (the default
+    three tasks when none are named), else None."""
+    match = re.search(r"\bdelegate\b(.*)", text, re.IGNORECASE | re.DOTALL)
+    if match is None:
+        return None
+    rest = match.group(1).strip()
+    parts = [p.strip() for p in rest.lstrip(":").split(";") if p.strip()] \
+        if rest.startswith(":") else []
+    goals = parts or list(DEFAULT_DELEGATED)
+    return ToolCallSpec(name="delegate", input={"tasks": [
+        {"goal": goal, "context": "The workspace is your current directory."}
+        for goal in goals]})
+
+
 def _planned_calls(text: str) -> list[ToolCallSpec] | None:
     """Tool calls the user's text asks for, or None for plain chat."""
     lowered = text.lower()
     calls: list[ToolCallSpec] = []
+    if (delegate := _delegation(text)) is not None:
+        return [delegate]
     if re.search(r"\blist\b", lowered):
         calls.append(ToolCallSpec(name="terminal", input={"command": "ls -la", "timeout": 30}))
     read = re.search(r"\bread\s+(?:the\s+file\s+)?([\w./-]+)", text, re.IGNORECASE)
@@ -127,6 +151,9 @@ def _summary(exchange: ToolExchange) -> str:
     if exchange.is_error:
         return f"- {exchange.name} failed: {output.strip()[:200]}"
     command = str(exchange.input.get("command", "")).strip()
+    if exchange.name == "delegate":
+        heads = [line[3:] for line in output.splitlines() if line.startswith("## Child ")]
+        return "- delegate: " + ("; ".join(heads) or output.strip()[:200])
     if exchange.name == "terminal" and re.match(r"ls(\s|$)", command):
         return _listing(command, output)
     if exchange.name == "read_file":
@@ -144,6 +171,9 @@ def demo_policy(request: ScriptRequest) -> Reply:
         lines = [_summary(x) for x in request.tool_results]
         return _text(f"{LABEL} Here is what the tools returned:\n" + "\n".join(lines))
     text = request.last_user_text
+    goal = _GOAL.search(text)
+    if goal is not None:  # a child agent: only its goal is an instruction
+        text = goal.group(1).strip()
     if not request.tool_names:
         return _text(f"{LABEL} Summary: the conversation so far had {request.iteration} "
                      "assistant replies; no tools are available for this answer.")

@@ -21,6 +21,7 @@ from typing import Any
 from agents.errors import LeaseLost, ToolError, TurnInterrupted
 from agents.messages import Message, ToolCall, tool_result
 from agents.policy import Decision
+from agents.steer import STEERED_RESULT
 from agents.tools import PathScope, Tool, ToolContext, ToolOutput
 from agents.tools.registry import ToolRegistry, check_arguments
 from agents.tools.workspace import overlaps
@@ -41,10 +42,12 @@ class DispatchOutcome:
     """What one dispatch produced.
 
     ``results``: one tool-result message per call before the first ``ask``, in emission
-    order. ``pending``: the calls from the first ``ask`` on, in emission order, each with its
+    order (one per call when a correction overtook the batch: agents/steer.py).
+    ``pending``: the calls from the first ``ask`` on, in emission order, each with its
     policy decision (None for a call that failed validation; it gets its error on resume).
     ``outputs``: ToolOutput by call id for the calls that ran (metadata for the UI), and for
-    the calls a stop skipped (metadata {"stopped": True}).
+    the calls a stop skipped (metadata {"stopped": True}) or a correction overtook
+    (metadata {"steered": True}).
     ``interrupted``: should_stop() turned true and some calls were not run.
     """
 
@@ -169,6 +172,7 @@ def dispatch_tool_calls(
     on_call: Callable[[ToolCall], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
     on_result: Callable[[ToolCall, ToolOutput], None] | None = None,
+    should_steer: Callable[[], bool] | None = None,
 ) -> DispatchOutcome:
     """Validate, gate and run ``calls``; see the module docstring and DispatchOutcome.
 
@@ -177,6 +181,9 @@ def dispatch_tool_calls(
     emission order, just before a call's segment starts; ``on_result(call, output)`` on this
     thread as soon as a segment's calls have finished (the caller's tool-result ledger). Calls inside a concurrent run each
     get a copy of this thread's contextvars (identity crosses into workers).
+    ``should_steer`` is asked on this thread before each segment too (a safe point,
+    agents/steer.py): once true, the calls not started are answered ``STEERED_RESULT``
+    (metadata {"steered": True}); a running call always finishes.
     """
     prepared = [validate_call(call, registry) for call in calls]
     decisions = [None if p.error else gate(p.call) for p in prepared]
@@ -200,15 +207,19 @@ def dispatch_tool_calls(
 
     segments = plan_segments(facts)
     interrupted = False
+    skip: tuple[str, dict[str, bool]] | None = None
     with _LazyPool() as pool:
         for number, segment in enumerate(segments):
             if should_stop is not None and should_stop():
-                interrupted = True
+                interrupted, skip = True, (INTERRUPTED_ERROR, {"stopped": True})
+            elif should_steer is not None and should_steer():
+                skip = (STEERED_RESULT, {"steered": True})
+            if skip is not None:  # the calls not started are answered, never left open
+                text, metadata = skip
                 for index in (i for seg in segments[number:] for i in seg):
-                    results[index] = tool_result(prepared[index].call, INTERRUPTED_ERROR,
-                                                 is_error=True)
+                    results[index] = tool_result(prepared[index].call, text, is_error=True)
                     outputs[prepared[index].call.id] = ToolOutput(
-                        text=INTERRUPTED_ERROR, is_error=True, metadata={"stopped": True})
+                        text=text, is_error=True, metadata=metadata)
                 break
             for index in segment:
                 if on_call is not None:
@@ -224,6 +235,15 @@ def dispatch_tool_calls(
                     on_result(call, output)
                 outputs[call.id] = output
                 results[index] = tool_result(call, output.text, is_error=output.is_error)
+    if pending and not interrupted and (skip is not None or (
+            should_steer is not None and should_steer())):
+        # A correction overtakes the calls that would wait for a human as well: nobody is
+        # asked to approve a plan the user has just corrected.
+        for offset, (call, _) in enumerate(pending):
+            results[first_ask + offset] = tool_result(call, STEERED_RESULT, is_error=True)
+            outputs[call.id] = ToolOutput(text=STEERED_RESULT, is_error=True,
+                                          metadata={"steered": True})
+        pending = ()
     return DispatchOutcome(results=tuple(results[i] for i in sorted(results)),
                            pending=pending, outputs=MappingProxyType(outputs),
                            interrupted=interrupted)

@@ -36,7 +36,11 @@ PER_TURN_SHARE = 0.30
 CHARS_PER_TOKEN = 4
 """hermes-facts §9: chars available = window tokens × 4; per result 15%, per turn 30%,
 clamped to [8,000, 100,000] and [16,000, 200,000]."""
-EXEMPT_FROM_PER_RESULT = frozenset({"read_file"})
+EXEMPT_FROM_PER_RESULT = frozenset({"read_file", "delegate"})
+EXEMPT_FROM_SWEEP = frozenset({"delegate"})
+"""delegate results are bounded by their own summary budget (half of the parent's headroom
+across the batch, each summary spilled past its share: agents/tools/delegate.py); a second
+cap here would spill the spill and turn the budget into the smaller per-turn share."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -75,7 +79,8 @@ def apply_spill(results: Sequence[Message], ctx: ToolContext) -> tuple[Message, 
             done.add(index)
     total = sum(len(m.wire_text) for m in out)
     if total > limits.per_turn:
-        by_size = sorted((i for i in range(len(out)) if i not in done),
+        by_size = sorted((i for i in range(len(out))
+                          if i not in done and out[i].tool_name not in EXEMPT_FROM_SWEEP),
                          key=lambda i: len(out[i].wire_text), reverse=True)
         for index in by_size:
             if total <= limits.per_turn:

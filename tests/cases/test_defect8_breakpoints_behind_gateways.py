@@ -28,7 +28,7 @@ def fresh_transports():
 
 def test_defect8_a_gateway_5m_tool_marker_before_a_1h_system_marker_is_clamped(
         chat, simulator, use_provider):
-    use_provider("simulator", CACHE_PROMPT_TTL="1h")
+    use_provider("simulator", CACHE_TTL="5m", CACHE_PROMPT_TTL="1h")
     simulator.state.configure(gateway_tool_ttl="5m")
     session, turn = chat("hello there")
     assert turn.status == Turn.Status.COMPLETED, turn.error
@@ -39,6 +39,7 @@ def test_defect8_a_gateway_5m_tool_marker_before_a_1h_system_marker_is_clamped(
 
 def test_defect8_learned_limit_is_persisted_and_a_new_process_skips_the_400(
         chat, simulator, use_provider):
+    use_provider("simulator", CACHE_TTL="5m")  # counts markers; TTLs fixed at 5m
     simulator.state.configure(gateway_tool_ttl="5m")
     session, turn = chat("hello there")  # 3 of ours + the gateway's: fits
     session, turn = chat("hello again", session=session)  # 4 + 1: the gateway's 400
@@ -55,10 +56,23 @@ def test_defect8_learned_limit_is_persisted_and_a_new_process_skips_the_400(
 
 def test_defect8_a_per_endpoint_setting_lowers_the_count_for_a_known_proxy(
         chat, simulator, use_provider):
-    use_provider("simulator", BREAKPOINT_LIMITS={simulator.url: 2})
+    use_provider("simulator", CACHE_TTL="5m", BREAKPOINT_LIMITS={simulator.url: 2})
     simulator.state.configure(gateway_tool_ttl="5m")
     session, _ = chat("hello there")
     session, turn = chat("hello again", session=session)
     assert turn.status == Turn.Status.COMPLETED
     assert all(r.status == 200 for r in simulator.state.requests)
     assert all(markers(r.body) <= 3 for r in simulator.state.requests)
+
+
+def test_defect8_the_default_strategy_first_turn_is_clamped_behind_a_5m_gateway(
+        chat, simulator):
+    """The default strategy keeps a new session's prompt for an hour
+    (agents/cache_strategy.py): behind a gateway that adds a 5m tool marker that is a TTL
+    order error, learned once and clamped, and the turn completes."""
+    simulator.state.configure(gateway_tool_ttl="5m")
+    session, turn = chat("hello there")
+    assert turn.status == Turn.Status.COMPLETED, turn.error
+    first, second = simulator.state.requests
+    assert first.status == 400 and "must not come after" in first.error
+    assert second.status == 200 and '"1h"' not in json.dumps(second.body["system"])

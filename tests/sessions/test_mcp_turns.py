@@ -349,5 +349,10 @@ def test_a_child_session_inherits_its_parents_mcp_schemas_and_keeps_its_toolset(
     assert toolbox.tool_schema_refresh(child) is None  # a child keeps what it was given
     registry = toolbox.registry_for(child)
     assert "mcp__tools__echo" in registry.names() and "mcp__tools__crash" not in registry.names()
-    assert run_turn(child, alice, "echo please").status == Turn.Status.COMPLETED
+    # A child's turn is created by the delegation, not by turn_start (its session is
+    # read-only to people).
+    turn = Turn.objects.create(session=child, input_text="echo please", origin="child")
+    turn_run_task.apply(args=[child.pk])
+    turn.refresh_from_db()
+    assert turn.status == Turn.Status.COMPLETED, turn.error
     assert tool_message(child).content == "echo: child"

@@ -219,9 +219,13 @@ def test_a_workers_copy_of_the_transcript_is_dropped_when_the_rows_change(alice,
     assert "quokka" in body and "narwhal" in body and "wombat" not in body
 
 
-def test_three_writes_without_a_read_raise_a_cache_warning_and_the_admin_flag(alice, simulator):
+def test_three_writes_without_a_read_raise_a_cache_warning_and_the_admin_flag(
+        alice, simulator, hermes_settings):
     from sessions.models import Session
 
+    # Fixed 5m TTLs: the default strategy would keep a new session's prompt for an hour, and
+    # this test is about a cache that expires between calls.
+    hermes_settings.HERMES = {**hermes_settings.HERMES, "CACHE_TTL": "5m"}
     session = session_create(user=alice)
     for n in range(3):
         turn_start(session=session, user=alice, text=f"hello {n}")
