@@ -37,6 +37,7 @@ from accounts.spend import (
 from sessions.selectors import session_get
 from sessions.services import provider_default
 from sessions.backends import backend_status, confinement
+from sessions.toolbox import toolset_tokens
 
 
 @require_POST
@@ -67,6 +68,9 @@ def settings_view(request: HttpRequest) -> HttpResponse:
         "login_cooloff_minutes": round(float(settings.AXES_COOLOFF_TIME) * 60),
         "memberships": request.user.memberships.select_related("team"),
     }
+    first = request.user.memberships.select_related("team").order_by("id").first()
+    context["floor_team"] = first.team if first is not None else None
+    context["floor"] = toolset_tokens(team_id=first.team_id if first is not None else None)
     return render(request, "accounts/settings.html", context)
 
 

@@ -130,6 +130,9 @@ def decide(call: ToolCall, ctx: PolicyContext, tools: ToolRegistry | None = None
                   "no acting session or user: a decision without identity denies")
     facts = tool_facts((tools or builtin_registry()).get(call.name), args)
     name = f"tool:{call.name}"
+    configured = ctx.tool_policies.get(call.name)
+    if configured is not None:  # a team admin's per-tool setting (MCP servers)
+        return _decide_configured(call, ctx, configured, name)
     if facts.effect == "state":
         return _d("allow", "state_tool", f"{call.name} changes no file and runs nothing")
     if facts.effect == "code":
@@ -167,6 +170,23 @@ def _decide_code(call: ToolCall, args: dict[str, Any], ctx: PolicyContext) -> De
     return _gate(call.id, ctx, "code_execution", "code_execution",
                  "runs Python on the server host (the code cannot be checked against the "
                  "command floor)", name, lambda pattern: fnmatchcase(name, pattern))
+
+
+def _decide_configured(call: ToolCall, ctx: PolicyContext, setting: str, name: str
+                       ) -> Decision:
+    """A configured tool: the deny list and a human's denial first, then "read_only" and
+    "allow" allow, anything else takes the ask path (rules, bypass, unattended → deny)."""
+    if any(fnmatchcase(name, pattern) for pattern in ctx.deny_rules):
+        return _d("deny", "deny_list", f"{call.name} matches the deny list", "deny_list", name)
+    if call.id in ctx.denied_call_ids:
+        return _d("deny", "human_denied", ctx.denied_call_ids[call.id] or "denied by a person",
+                  "configured_tool", name)
+    if setting in ("read_only", "allow"):
+        return _d("allow", f"team_{setting}", f"a team admin marked {call.name} {setting}",
+                  "", name)
+    return _gate(call.id, ctx, "configured_tool", "configured_tool",
+                 f"a team admin asks for approval of each {call.name} call", name,
+                 lambda pattern: fnmatchcase(name, pattern))
 
 
 def _gate(call_id: str, ctx: PolicyContext, rule: str, risk: str, reason: str,

@@ -59,6 +59,7 @@ class PolicyContext:
     no bypass (session toggle or process-wide) skips them (finding 6).
     ``scratch_paths``: directories outside the workspace a command may write without asking
     (checked on the resolved path, so a symlink there to a home file still asks: B33a).
+    ``tool_policies``: see the field.
     """
 
     session_id: str | None
@@ -79,6 +80,10 @@ class PolicyContext:
     private_paths: tuple[str, ...] = ()
     admin_only_risk_classes: tuple[str, ...] = ()
     scratch_paths: tuple[str, ...] = ("/tmp", "/var/tmp", "/dev/shm")
+    tool_policies: Mapping[str, str] = field(default_factory=dict)
+    """Tools an admin configured (MCP servers' ``mcp__<server>__<tool>``) → "read_only"
+    (allow), "allow" (allow) or "ask" (the ask path: a human, rules, bypass, unattended
+    deny). A tool not listed here and not built in asks (agents/policy.py decide)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -399,4 +399,15 @@ HERMES = {
     # how long a call waits for in-flight calls to settle before a cap refuses it.
     "PRICING_OVERRIDES": [],
     "BUDGET_WAIT_SECONDS": float(env_str("HERMES_BUDGET_WAIT_SECONDS", "30")),
+    # MCP servers (sessions/mcp.py): how long a turn start waits for a server this worker
+    # process has just started (seconds; a slower one reaches sessions through the rebuild
+    # at a later turn), the longest tool call, the keep-alive ping interval, and the admin
+    # form's connection check.
+    "MCP_CONNECT_WAIT": float(env_str("HERMES_MCP_CONNECT_WAIT", "5")),
+    "MCP_CALL_TIMEOUT": float(env_str("HERMES_MCP_CALL_TIMEOUT", "120")),
+    "MCP_PING_INTERVAL": float(env_str("HERMES_MCP_PING_INTERVAL", "5")),
+    "MCP_CHECK_TIMEOUT": float(env_str("HERMES_MCP_CHECK_TIMEOUT", "15")),
+    # Who may configure a stdio MCP server (a command the worker starts on the host as its
+    # own user): "staff" (team admins who are staff), "admins" (any team admin) or "off".
+    "MCP_STDIO_ALLOWED": env_str("HERMES_MCP_STDIO_ALLOWED", "staff"),
 }

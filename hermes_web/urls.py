@@ -6,6 +6,7 @@ from django.contrib.staticfiles.storage import staticfiles_storage
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from accounts import mcp_views
 from accounts import views as account_views
 
 urlpatterns = [
@@ -14,6 +15,11 @@ urlpatterns = [
     path("settings/", account_views.settings_view, name="settings"),
     path("settings/teams/<int:team_id>/", account_views.team_settings_view,
          name="team_settings"),
+    path("settings/teams/<int:team_id>/mcp/", mcp_views.team_mcp_view, name="team_mcp"),
+    path("settings/teams/<int:team_id>/mcp/<int:server_id>/", mcp_views.team_mcp_edit_view,
+         name="team_mcp_edit"),
+    path("settings/teams/<int:team_id>/mcp/<int:server_id>/delete/",
+         mcp_views.team_mcp_delete_view, name="team_mcp_delete"),
     path("admin/", admin.site.urls),
     path("favicon.ico", RedirectView.as_view(url=staticfiles_storage.url("favicon.svg"),
                                              permanent=True), name="favicon"),

@@ -13,7 +13,9 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
-from sessions.models import ChildTask, Message, RunEvent, Session, Turn, UsageRecord
+from sessions.models import (ChildTask, McpServer, Message, RunEvent, Session,
+                             SessionToolSchema, Turn, UsageRecord)
+from sessions.toolbox import tool_schema_rebuild
 
 EXCERPT_CHARS = 120
 
@@ -108,6 +110,20 @@ class SessionAdmin(admin.ModelAdmin):
     raw_id_fields = ["owner"]
     inlines = [TranscriptInline, TurnInline, ChildTaskInline]
     date_hierarchy = "created_at"
+    actions = ["rebuild_tool_schema"]
+
+    @admin.action(description="Rebuild the tool schema (now if idle, else before the next turn)")
+    def rebuild_tool_schema(self, request: HttpRequest, queryset: QuerySet) -> None:
+        """The admin caller of the one rebuild function (sessions/toolbox.py)."""
+        done = deferred = 0
+        for session in queryset:
+            if tool_schema_rebuild(session, reason=f"admin:{request.user.username}"[:100]):
+                done += 1
+            else:
+                deferred += 1
+        self.message_user(request, f"Tool schema rebuilt for {done} session(s); {deferred} "
+                                   "with a turn in flight will be rebuilt before their next "
+                                   "turn.")
 
     @admin.display(description="parent (delegated from)")
     def parent_link(self, obj: Session) -> str:
@@ -172,3 +188,19 @@ class UsageRecordAdmin(admin.ModelAdmin):
     search_fields = ["session__title", "model"]
     list_select_related = ["session", "user"]
     raw_id_fields = ["session", "turn", "user", "team"]
+
+
+@admin.register(McpServer)
+class McpServerAdmin(admin.ModelAdmin):
+    """Staff view of every team's MCP servers (team admins edit theirs on the team page)."""
+
+    list_display = ["id", "team", "name", "transport", "enabled", "default_policy",
+                    "checked_at", "updated_at"]
+    list_filter = ["team", "transport", "enabled"]
+    readonly_fields = ["tools_listed", "checked_at", "created_by", "updated_at"]
+
+
+@admin.register(SessionToolSchema)
+class SessionToolSchemaAdmin(admin.ModelAdmin):
+    list_display = ["session", "reason", "pending", "rebuilds", "rebuilt_at"]
+    readonly_fields = ["session", "mcp_specs", "reason", "pending", "rebuilds", "rebuilt_at"]

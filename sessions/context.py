@@ -248,17 +248,9 @@ def cache_settings(strategy: CacheStrategy) -> CacheSettings:
     return CacheSettings(ttl=strategy.message_ttl, prompt_ttl=strategy.prompt_ttl)
 
 
-def cold_resume(session: Session, strategy: CacheStrategy, *, idle_seconds: float) -> bool:
-    """True when this turn resumes after longer than the TTL the previous turn's message
-    breakpoints carried (``Session.cache_message_ttl``: the prefix is gone, so a rewrite is
-    free) and the strategy prunes on a cold resume. The TTL chosen for THIS turn does not
-    matter here: it decides what survives the next gap, not the last one."""
-    previous = CACHE_TTL_SECONDS.get(session.cache_message_ttl, 300)
-    return strategy.prune_on_cold_resume and is_cold_resume(idle_seconds, previous)
-
-
 def cache_strategy_store(session: Session, strategy: CacheStrategy) -> None:
-    """Remember the message TTL this turn's requests carry (read by the next cold_resume)."""
+    """Remember the message TTL this turn's requests carry: a resume after longer is cold
+    (runner._prepare feeds it to agents/reduction.py as ``cache_ttl_seconds``)."""
     if session.cache_message_ttl != strategy.message_ttl:
         Session.objects.filter(pk=session.pk).update(cache_message_ttl=strategy.message_ttl)
         session.cache_message_ttl = strategy.message_ttl

@@ -31,6 +31,8 @@ EVENT_TYPES = frozenset({
     # provider failures (issue 10): a history repaired after a shape 400, the compaction
     # breaker pausing automatic compaction, a failover to another key or provider
     "history.repaired", "compaction.breaker_tripped", "provider.failover",
+    # the session's tool schema snapshot was rebuilt (sessions/toolbox.py, issue 12/13)
+    "tools.rebuilt",
     # steering a running turn (issue 12 item 4): a correction stored, a correction landed
     "steer.queued", "turn.steered",
     # delegation (issue 12): a turn saved awaiting its child agents, a child's turn ended,

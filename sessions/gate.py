@@ -18,6 +18,7 @@ from agents.policy_context import GateState
 from agents.tools.clarify import clarify_gate
 from agents.tools.registry import ToolRegistry
 from sessions.backends import backend_kind
+from sessions import mcp
 from sessions.clarify import clarify_answers
 from sessions.hooks import APPROVALS
 from sessions.models import Session, Turn
@@ -58,7 +59,10 @@ def policy_context_for(*, user, session: Session | None, state: GateState | None
         unattended=unattended,
         app_config_paths=tuple(str(p) for p in app_config_paths()),
         private_paths=tuple(str(p) for p in private_paths()),
-        admin_only_risk_classes=admin_only)
+        admin_only_risk_classes=admin_only,
+        tool_policies=(mcp.tool_policies(mcp.team_servers(session.team_id),
+                                         session.tool_names or ())
+                       if session is not None else {}))
 
 
 def policy_gate(ctx, state: GateState, tools: ToolRegistry):

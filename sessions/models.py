@@ -404,3 +404,6 @@ class ClarifyQuestion(models.Model):
 
     def __str__(self) -> str:
         return f"clarify #{self.pk} ({self.state})"
+
+
+from sessions.mcp_models import McpServer, SessionToolSchema  # noqa: E402,F401  (registered here)

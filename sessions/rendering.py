@@ -262,7 +262,10 @@ def event_html(event: dict, *, user=None, user_label: str = "You") -> str | None
         return _partial("compaction-divider", {
             "dom_id": dom_id("event", event["seq"]), "text": notice_text(type, payload),
             "summary_html": markdown_html(str(payload.get("summary") or ""))})
-    if type in ("error", "cache.warning", "prune", "history.repaired",
+    if type == "tools.rebuilt" and (payload.get("reason") == "new session"
+                                    or not (payload.get("added") or payload.get("removed"))):
+        return None  # a new session's first snapshot is not news
+    if type in ("error", "cache.warning", "prune", "history.repaired", "tools.rebuilt",
                 "compaction.breaker_tripped", "provider.failover", "budget.warning",
                 "session.model_changed"):
         return _partial("notice", {"level": "error" if type == "error" else "info",
@@ -289,6 +292,12 @@ def notice_text(type: str, payload: dict) -> str:
         return str(payload.get("text") or "")
     if type == "prune":
         return "Old tool output was pruned to save context."
+    if type == "tools.rebuilt":
+        parts = [f"{label}: {', '.join(payload.get(key) or [])}"
+                 for key, label in (("added", "added"), ("removed", "removed"))
+                 if payload.get(key)]
+        return (f"The tools offered changed before this turn ({payload.get('reason')}): "
+                + "; ".join(parts) + ".")
     if type == "cache.warning":
         return "Prompt-cache warning: " + str(payload.get("reason") or payload.get("detail")
                                               or "cache reads dropped.")

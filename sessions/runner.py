@@ -259,14 +259,16 @@ class TurnContext:
     def pipeline(self) -> RequestPipeline:
         self.ensure_prompt()
         session = self.session
-        if self.bound is not None and self.bound.system_prompt == session.system_prompt:
+        tools = toolbox.registry_for(session).specs(session.tool_names)
+        if (self.bound is not None and self.bound.system_prompt == session.system_prompt
+                and self.bound.pipeline.tools == tools):  # a rebuild may keep the prompt
             return self.bound.pipeline
         stable_len = recover_stable_len(session.system_prompt, home=self.home,
                                         tool_names=session.tool_names, model=session.model,
                                         provider=session.provider)
         return RequestPipeline(
             transport=self.transport, model=session.model, system=session.system_prompt,
-            stable_len=stable_len, tools=toolbox.registry_for(session).specs(session.tool_names),
+            stable_len=stable_len, tools=tools,
             profile=self.profile, calibrator=self.calibrator_restore(stable_len),
             # Replaced before each turn's first request by its cache strategy (_prepare).
             cache=CacheSettings(),
@@ -316,6 +318,10 @@ def turn_execute(*, session: Session, turn: Turn, owner: str) -> str:
         try:
             if turn.kind in ("compact", "prune"):
                 return _reduce_by_hand(ctx, sink)
+            if turn.status == Turn.Status.QUEUED and turn.user_message_id is None:
+                # Between turns, never mid-turn: the one place availability reaches the
+                # schema (a resumed or redelivered turn keeps the tools it started with).
+                toolbox.tool_schema_refresh(session)
             history = _begin(ctx, sink)
             answered = _answer_already_stored(ctx, history)
             if answered is not None:  # the worker died after the reply, before the end

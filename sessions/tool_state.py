@@ -11,7 +11,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import transaction
 
-from agents.memory import memory_apply, memory_edit, memory_snapshot, memory_usage_line
+from agents.memory import (MemoryRefused, memory_apply, memory_edit, memory_snapshot,
+                           memory_usage_line)
 from agents.todo import todo_apply
 from sessions.events import event_append
 from sessions.models import MemoryStore, Session, TodoList

@@ -86,7 +86,9 @@ class Tool(Protocol):
     barrier; seed, "Dispatch: not parallel, not serial, segmented"). The policy
     (agents/policy.py) judges what ``read_only``, ``targets`` and ``command`` declare, so a
     tool's path arguments are read in one place. ``run`` raises agents.errors.ToolError for
-    failures the model should read.
+    failures the model should read. Optional ``availability``: a zero-argument
+    predicate (agents/availability.py) deciding whether a rebuilt schema offers the tool;
+    a tool without one is always offered.
     """
 
     spec: ToolSpec

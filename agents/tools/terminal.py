@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agents.availability import binary_installed
 from agents.errors import ToolError
 from agents.messages import ToolSpec
 from agents.tools import Access, PathScope, ToolContext, ToolOutput
@@ -46,6 +47,7 @@ class Terminal:
     )
     read_only = False
     interactive = False
+    availability = staticmethod(binary_installed("bash"))  # both backends run `bash -c`
 
     def targets(self, args: dict[str, Any]) -> list[tuple[str, Access]]:
         return []  # what a command touches is parsed by the policy (agents/commands.py)

@@ -23,6 +23,7 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from approvals.models import ApprovalRule
 from approvals.services import approval_decide
+from sessions.mcp_models import McpServer
 
 LOGIN = "login"
 """Expected "302 to the login page" (anonymous users)."""
@@ -99,6 +100,10 @@ EXPECTED: dict[str, Expect] = {
     "turn_budget_resume": Expect(method="POST", owner=302, other=404, admin=404),
     # a team's approval policy: its admins only (a plain member sees a 404 too)
     "team_settings": Expect(method="GET", owner=404, other=404, admin=200),
+    # a team's MCP servers (issue 13): its admins only
+    "team_mcp": Expect(method="GET", owner=404, other=404, admin=200),
+    "team_mcp_edit": Expect(method="GET", owner=404, other=404, admin=200),
+    "team_mcp_delete": Expect(method="POST", owner=404, other=404, admin=302),
     # schedules and webhooks (issue 12): the owner's alone; a team admin sees the session
     # and its turns, not the member's schedules or webhook secrets
     "schedule_list": Expect(method="GET", owner=200, other=200, admin=200),
@@ -181,7 +186,10 @@ def world(people, session_a, session_b, ask):
                                                   tool_call_id=f"q-{owner}", question="Which?")
         objects[owner] = {"session_id": session.pk, "approval_id": ask(session, turn).pk,
                           "rule_id": ApprovalRule.objects.get(user=people[owner]).pk,
-                          "team_id": session.team_id, "question_id": question.pk}
+                          "team_id": session.team_id, "question_id": question.pk,
+                          "server_id": McpServer.objects.create(
+                              team_id=session.team_id, name=f"srv-{owner}", transport="stdio",
+                              command="true").pk}
         schedule = schedule_create(user=people[owner], name="m", prompt="p", kind="cron",
                                    cron_expression="0 * * * *", target="session",
                                    session=session)
