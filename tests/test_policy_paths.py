@@ -79,6 +79,9 @@ def run_call_verdict(path: str, receiver: str, funcs: tuple[str, ...],
         return "a backend probing itself with a fixed command"
     if path.startswith("agents/simulator/"):
         return "the provider simulator (serves HTTP, runs no tools)"
+    if path == "agents/mcp_client.py" and receiver == "asyncio" and funcs == ("probe_server",):
+        return "an event loop listing an MCP server's tools (a call of one goes through the " \
+               "dispatcher like any tool)"
     return None
 
 

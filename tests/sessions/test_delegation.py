@@ -355,7 +355,7 @@ def test_a_child_of_an_unattended_turn_inherits_its_origin_and_cannot_ask(alice,
     child_turn = Turn.objects.get(pk=task.turn_id)
     assert child_turn.status == Turn.Status.COMPLETED  # denied at once, never waits
     denied = Message.objects.get(session=task.child, role="tool")
-    assert denied.is_error and "no human can approve" in denied.content
+    assert denied.is_error and "no human is present to approve" in denied.content
 
 
 def test_each_child_leases_independently_of_its_parent(alice, simulator):

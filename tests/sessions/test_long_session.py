@@ -92,6 +92,10 @@ def chat(user, session, text: str) -> Turn:
 @pytest.mark.timeout(1200)
 def test_three_hundred_turns_compact_prune_and_recall(small_window, simulator):
     settings, user = small_window
+    # Room above the tool floor of issues 12-13 (delegate, memory, todo, clarify,
+    # execute_code: ~1,100 tokens more) so the stretch with prune on has old output to prune.
+    settings.HERMES = {**settings.HERMES, "CONTEXT_WINDOW": WINDOW + 4_000}
+    simulator.state.configure(context_window=WINDOW + 4_000)
     session = session_create(user=user)
     write_files(session)
     statuses = []

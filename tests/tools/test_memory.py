@@ -123,7 +123,10 @@ def test_a_child_agent_gets_an_error_and_writes_nothing(alice, script, chat):
                                    provider=parent.provider, model=parent.model,
                                    parent=parent)
     session = chat(alice, child)
-    session.say("remember " + FACT)
+    # A child's session takes no messages from a person (it is read-only): its turn is the
+    # one its parent's delegate call queued, made here directly.
+    Turn.objects.create(session=child, input_text="remember " + FACT, origin="child")
+    session.run()
     (result,) = session.tool_rows()
     assert result.is_error and "child agents" in result.content
     assert not MemoryStore.objects.filter(user=alice).exclude(entries=[]).exists()
