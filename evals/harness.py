@@ -80,11 +80,19 @@ class TaskScript:
         self.count = 0
         self.lock = threading.Lock()
         self.fired: set[int] = set()
-        faults = task.data.get("faults", [])
-        for item in faults:  # a fault for the very first request
+        for item in task.data.get("faults", []):  # faults for the very first request
             if int(item["at"]) == 1:
-                simulator.state.faults.push(Fault.from_dict(
-                    {k: v for k, v in item.items() if k != "at"}))
+                self._push(item)
+
+    def _push(self, item: dict) -> None:
+        """Queue ``count`` (default 1) copies of the fault: the retries of that request
+        meet them one after another. Faulted requests never reach the script, so they
+        are counted here."""
+        fault = Fault.from_dict({k: v for k, v in item.items() if k not in ("at", "count")})
+        for _ in range(int(item.get("count", 1))):
+            self.simulator.state.faults.push(fault)
+        with self.lock:
+            self.count += int(item.get("count", 1))
 
     def __call__(self, request: ScriptRequest) -> Reply:
         with self.lock:
@@ -94,10 +102,7 @@ class TaskScript:
             # Faults are taken before the script runs: push now for the NEXT request. A
             # faulted request never reaches the script, so it is counted here by hand.
             if int(item["at"]) == number + 1:
-                self.simulator.state.faults.push(Fault.from_dict(
-                    {k: v for k, v in item.items() if k != "at"}))
-                with self.lock:
-                    self.count += 1
+                self._push(item)
         for index, item in enumerate(self.task.data.get("steers", [])):
             if index in self.fired:
                 continue
@@ -206,6 +211,8 @@ def observe(task: Task, root: Session) -> Observation:
                       .annotate(n=Count("id")).values_list("type", "n"))
     last = Turn.objects.filter(session=root).order_by("-id").first()
     obs.status = last.status if last else "none"
+    if last is not None and last.status != Turn.Status.COMPLETED and last.error:
+        obs.notes.append(f"last turn {last.status}: {last.error[:300]}")
     usage = UsageRecord.objects.filter(session__in=sessions)
     sums = usage.aggregate(i=Sum("input_tokens"), r=Sum("cache_read_tokens"),
                            w5=Sum("cache_write_5m_tokens"), w1=Sum("cache_write_1h_tokens"),
@@ -215,6 +222,8 @@ def observe(task: Task, root: Session) -> Observation:
     obs.cost_usd = None if usage.filter(cost_usd__isnull=True).exists() else float(
         sums["c"] or 0)
     obs.iterations = usage.filter(purpose="turn").count()
+    obs.purposes = dict(usage.values_list("purpose").annotate(n=Count("id"))
+                        .values_list("purpose", "n"))
     return obs
 
 
@@ -254,6 +263,13 @@ def run_task(task: Task, *, simulator=None, rep: int = 1, policy=reference_polic
     try:
         user = _user(f"eval-{task.id}-{rep}"[:150])
         session = session_create(user=user, title=f"eval {task.id} #{rep}")
+        if simulator is not None and task.data.get("provider"):  # e.g. the OpenAI wire
+            from agents.providers import resolve_profile
+
+            profile = resolve_profile(task.data["provider"])
+            Session.objects.filter(pk=session.pk).update(provider=profile.name,
+                                                         model=profile.default_model)
+            session.refresh_from_db()
         ws = workspace_path(session)
         if task.workspace.is_dir():
             shutil.copytree(task.workspace, ws, dirs_exist_ok=True)
@@ -266,13 +282,26 @@ def run_task(task: Task, *, simulator=None, rep: int = 1, policy=reference_polic
         if budget:
             budget_set(actor=user, scope="session", session=session, period="day",
                        limit=str(budget["limit_usd"]))
-        for text, gap in task.messages():
+        sessions = {1: session}
+        for text, gap, number, only_if_failed in task.messages():
+            if only_if_failed and not Turn.objects.filter(
+                    session=sessions[number] if number in sessions else session,
+                    status=Turn.Status.FAILED).exists():
+                continue
             if gap and simulator is not None:
                 simulator.state.clock.advance(gap)
-            turn_start(session=session, user=user, text=text)
-            _drive(task, session, user, notes, budget)
-        obs = observe(task, session)
+            if number not in sessions:  # another session of the same user (memory tasks)
+                sessions[number] = session_create(user=user, title=f"eval {task.id} #{rep}.{number}")
+                shutil.copytree(ws, workspace_path(sessions[number]), dirs_exist_ok=True)
+            current = sessions[number]
+            ref["session"] = current
+            turn_start(session=current, user=user, text=text)
+            _drive(task, current, user, notes, budget)
+        obs = observe(task, current)
         obs.notes += notes
+        if simulator is not None:
+            with simulator.state.lock:
+                obs.faults_fired = sum(1 for r in simulator.state.requests if r.fault)
         failures = grade(task, obs)
         return Outcome(task=task.id, status="pass" if not failures else "fail",
                        failures=failures, iterations=obs.iterations, tokens=obs.tokens,

@@ -24,6 +24,8 @@ requests. Each request is re-read from scratch:
    and sent in call order). A missing, extra, reordered or mis-paired result, a capture that
    does not match, or an error result with no capture, ends the task with ``FAILED: ...``
    (what a harness break looks like to the grader).
+   ``recall: name:regex`` looks ``name`` up in the history BEFORE the plan (the newest
+   text or tool result that matches): what an earlier turn learned.
 3. Facts: any visible line ``FACT name = value`` (a user message or a compaction summary)
    defines ``${name}``; captures override facts.
 
@@ -47,7 +49,8 @@ PLAN_RE = re.compile(r"^\[plan\]\s*$(.*?)^\[/plan\]\s*$", re.MULTILINE | re.DOTA
 STEP_RE = re.compile(r"^(\d+)\.\s+(.+)$")
 STEP_MARK_RE = re.compile(r"^step (\d+)\b")
 FACT_RE = re.compile(r"\bFACT (\w+) = (.+?)\s*$", re.MULTILINE)
-VAR_RE = re.compile(r"\$\{(\w+)\}")
+VAR_RE = re.compile(r"(?<!\$)\$\{(\w+)\}")
+"""``${name}``; ``$${name}`` is a literal ``${name}`` (a child's plan inside the parent's)."""
 FAILED = "FAILED"
 
 
@@ -147,6 +150,7 @@ class SubStep:
 class Plan:
     steps: dict[int, tuple[SubStep, ...]]
     answer: str
+    recalls: tuple[tuple[str, str], ...] = ()
 
 
 class PlanError(ValueError):
@@ -160,9 +164,16 @@ def parse_plan(text: str) -> Plan | None:
         return None
     steps: dict[int, tuple[SubStep, ...]] = {}
     answer = ""
+    recalls = []
     for raw in blocks[-1].splitlines():
         line = raw.strip()
         if not line:
+            continue
+        if line.lower().startswith("recall:"):
+            name, sep, regex = line.split(":", 1)[1].strip().partition(":")
+            if not sep:
+                raise PlanError(f"recall {line!r} needs name:regex")
+            recalls.append((name.strip(), regex))
             continue
         if line.lower().startswith("answer:"):
             answer = line.split(":", 1)[1].strip()
@@ -170,21 +181,40 @@ def parse_plan(text: str) -> Plan | None:
         match = STEP_RE.match(line)
         if match is None:
             raise PlanError(f"cannot read plan line {line!r}")
-        steps[int(match.group(1))] = tuple(_substep(part) for part in
-                                           match.group(2).split(" || "))
-    return Plan(steps=steps, answer=answer)
+        steps[int(match.group(1))] = _substeps(match.group(2))
+    return Plan(steps=steps, answer=answer, recalls=tuple(recalls))
 
 
-def _substep(text: str) -> SubStep:
-    head, *caps = text.split(" => ")
-    tool, _, args = head.strip().partition(" ")
-    captures = []
-    for cap in caps:
-        name, sep, regex = cap.partition(":")
-        if not sep:
-            raise PlanError(f"capture {cap!r} needs name:regex")
-        captures.append((name.strip(), regex))
-    return SubStep(tool=tool, args=args.strip() or "{}", captures=tuple(captures))
+def _substeps(text: str) -> tuple[SubStep, ...]:
+    """``tool {json} => name:regex ... || tool {json} ...``. The JSON is decoded first, so
+    its strings may hold `` => `` and `` || `` (a child's plan inside a delegate call)."""
+    out = []
+    rest = text.strip()
+    while rest:
+        tool, _, rest = rest.partition(" ")
+        rest = rest.lstrip()
+        args = "{}"
+        if rest.startswith("{"):
+            # ${name} may stand for a number ({"offset": ${line}}): parse a copy with each
+            # placeholder replaced by as many digits, so the JSON's extent is the same.
+            probe = VAR_RE.sub(lambda m: "1" * len(m.group(0)), rest)
+            try:
+                _, end = json.JSONDecoder().raw_decode(probe)
+            except ValueError as error:
+                raise PlanError(f"bad JSON arguments for {tool}: {error}") from error
+            args, rest = rest[:end], rest[end:]
+        part, _, rest = rest.partition(" || ")
+        rest = rest.strip()
+        captures = []
+        for cap in part.split(" => "):
+            if not cap.strip():
+                continue
+            name, sep, regex = cap.strip().partition(":")
+            if not sep:
+                raise PlanError(f"capture {cap!r} needs name:regex")
+            captures.append((name.strip(), regex))
+        out.append(SubStep(tool=tool, args=args, captures=tuple(captures)))
+    return tuple(out)
 
 
 def _fill(template: str, values: dict[str, str], *, json_text: bool) -> str:
@@ -194,7 +224,7 @@ def _fill(template: str, values: dict[str, str], *, json_text: bool) -> str:
             raise KeyError(name)
         value = values[name]
         return json.dumps(value)[1:-1] if json_text else value
-    return VAR_RE.sub(sub, template)
+    return VAR_RE.sub(sub, template).replace("$${", "${")
 
 
 # --- the policy -------------------------------------------------------------------------
@@ -239,6 +269,17 @@ def decide(endpoint: str, body: dict[str, Any], tool_names: tuple[str, ...]) -> 
         if event.kind == "user":
             for match in FACT_RE.finditer(event.text):
                 values[match.group(1)] = match.group(2)
+    before = events[:plan_at]
+    for name, regex in plan.recalls:  # the newest earlier text that matches
+        for event in reversed(before):
+            texts = [event.text] + [r.text for r in event.results]
+            found = next((m for t in reversed(texts) if (m := re.search(regex, t, re.MULTILINE))),
+                         None)
+            if found is not None:
+                values[name] = found.group(1) if found.groups() else found.group(0)
+                break
+        else:
+            return _fail(f"recall: {name} is nowhere in the visible history")
     done: set[int] = set()
     tail = events[plan_at + 1:]
     for position, event in enumerate(tail):

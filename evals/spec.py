@@ -12,9 +12,12 @@ copied into the session's workspace before the first message. ``task.toml``::
     text = "..."                       # the plan for the reference agent (evals/reference_agent.py)
     gap_seconds = 0                    # simulated time (simulator clock) before it is sent
     repeat = 1                         # send it N times ({n} in text = 1..N)
+    session = 1                        # 2, 3...: another session of the same user
+    only_if_failed = false             # sent only if the previous turn failed (a retry)
 
     [[faults]]                         # simulator fault injected into request number `at`
     kind = "rate_limit"; at = 2        # 1-based count of model requests in the task
+    count = 1                          # queued copies: the retries meet them in turn
 
     [[steers]]                         # a correction sent mid-turn (turn_steer), once
     when_result = "regex"              # when a request carries a tool result matching this
@@ -32,11 +35,13 @@ copied into the session's workspace before the first message. ``task.toml``::
     max_iterations = 12                # model calls of kind "turn" over the task, children included
     max_cost_usd = 0.5
     status = "completed"               # the last turn's status
+    faults_fired = 1                   # at least this many injected faults were answered
     [[grade.files]]   path = "x"; exists = true; contains = "..."; equals = "..."; not_contains = ""
     [[grade.answer]]  contains = "..." | regex = "..." | not_contains = "..."
     [[grade.calls]]   name = "patch"; args = {path = "a.py"}; min = 1; max = 1   (args: substring per key)
     [[grade.approvals]] match = "rm -rf"; state = "approved" | "denied" | "expired"
     [[grade.events]]  type = "turn.steered"; min = 1
+    [[grade.usage]]   purpose = "summary"; min = 2    (model calls by purpose: turn/summary/finalizer)
 """
 
 from __future__ import annotations
@@ -75,13 +80,17 @@ class Task:
     def workspace(self) -> Path:
         return self.root / "workspace"
 
-    def messages(self) -> list[tuple[str, float]]:
-        """(text, gap_seconds) per message sent, repeats expanded ({n} = 1..N)."""
+    def messages(self) -> list[tuple[str, float, int, bool]]:
+        """(text, gap_seconds, session number) per message sent, repeats expanded ({n} =
+        1..N). Session 1 is the task's first session; a higher number opens another session
+        of the same user (the grade looks at the last one used). The last item: send it only
+        when the previous turn failed (the person's retry after a cut stream)."""
         out = []
         for item in self.data.get("messages", []):
             for n in range(1, int(item.get("repeat", 1)) + 1):
                 out.append((str(item["text"]).replace("{n}", str(n)),
-                            float(item.get("gap_seconds", 0)) if n == 1 else 0.0))
+                            float(item.get("gap_seconds", 0)) if n == 1 else 0.0,
+                            int(item.get("session", 1)), bool(item.get("only_if_failed"))))
         return out
 
     @property
@@ -138,6 +147,8 @@ class Observation:
     tokens: dict[str, int] = field(default_factory=dict)
     cost_usd: float | None = 0.0
     notes: list[str] = field(default_factory=list)
+    purposes: dict[str, int] = field(default_factory=dict)
+    faults_fired: int = 0
 
 
 def _args_match(want: dict[str, Any], got: dict[str, Any]) -> bool:
@@ -158,6 +169,9 @@ def grade(task: Task, obs: Observation) -> list[str]:
             failures.append("cost unknown, a ceiling is set")
         elif obs.cost_usd > float(spec["max_cost_usd"]):
             failures.append(f"cost ${obs.cost_usd:.4f} > ceiling ${spec['max_cost_usd']}")
+    if obs.faults_fired < int(spec.get("faults_fired", 0)):
+        failures.append(f"{obs.faults_fired} injected fault(s) fired, expected "
+                        f"{spec['faults_fired']}: the task did not test its fault")
     for item in spec.get("files", []):
         path, text = item["path"], obs.files.get(item["path"])
         if item.get("exists", True) is False:
@@ -198,5 +212,10 @@ def grade(task: Task, obs: Observation) -> list[str]:
         count = obs.events.get(item["type"], 0)
         if count < int(item.get("min", 1)) or count > int(item.get("max", 10**9)):
             failures.append(f"{count} {item['type']} event(s), expected "
+                            f"{item.get('min', 1)}..{item.get('max', 'any')}")
+    for item in spec.get("usage", []):
+        count = obs.purposes.get(item["purpose"], 0)
+        if count < int(item.get("min", 1)) or count > int(item.get("max", 10**9)):
+            failures.append(f"{count} model call(s) for {item['purpose']}, expected "
                             f"{item.get('min', 1)}..{item.get('max', 'any')}")
     return failures
