@@ -13,6 +13,7 @@ is runnable. Needs a configured Django (evals/run.py boots one; the tests use py
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import threading
@@ -27,8 +28,9 @@ from django.contrib.auth import get_user_model
 from django.db.models import Count, Sum
 from django.utils import timezone
 
-from accounts.models import Team
+from accounts.models import Membership, Team
 from accounts.services import budget_set, turn_budget_resume
+from agents.providers import resolve_profile
 from agents.simulator.faults import Fault
 from agents.simulator.script import Reply, Script, ScriptRequest
 from approvals.models import ApprovalRequest
@@ -122,8 +124,6 @@ def _user(name: str):
     if user is None:
         user = model.objects.create_user(username=name, password=None, is_staff=True)
         team = Team.objects.create(name=f"team-{name}", admin_only_risk_classes=[])
-        from accounts.models import Membership
-
         Membership.objects.create(user=user, team=team, role="admin")
     return user
 
@@ -143,7 +143,7 @@ def _decide_approvals(task: Task, sessions: list[Session], user, notes: list[str
     pending = ApprovalRequest.objects.filter(session__in=sessions,
                                              state=ApprovalRequest.State.PENDING).order_by("id")
     for approval in pending:
-        text = f"{approval.command} {approval.arguments if hasattr(approval, 'arguments') else ''}"
+        text = f"{approval.command} {json.dumps(approval.arguments)}"
         rule = next((r for r in task.data.get("approvals", [])
                      if re.search(r.get("match", ""), text)), None)
         acted = True
@@ -228,8 +228,6 @@ def observe(task: Task, root: Session) -> Observation:
 
 
 def _call_of(call: Any) -> tuple[str, dict[str, Any]]:
-    import json
-
     if isinstance(call, dict):
         name = call.get("name", "")
         args = call.get("arguments", call.get("input", {}))
@@ -264,8 +262,6 @@ def run_task(task: Task, *, simulator=None, rep: int = 1, policy=reference_polic
         user = _user(f"eval-{task.id}-{rep}"[:150])
         session = session_create(user=user, title=f"eval {task.id} #{rep}")
         if simulator is not None and task.data.get("provider"):  # e.g. the OpenAI wire
-            from agents.providers import resolve_profile
-
             profile = resolve_profile(task.data["provider"])
             Session.objects.filter(pk=session.pk).update(provider=profile.name,
                                                          model=profile.default_model)

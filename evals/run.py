@@ -137,16 +137,16 @@ def print_table(rows: list[dict[str, Any]], totals: dict[str, Any]) -> None:
         t = row["tokens"]
         result = row["status"] if row["status"] == "pass" else (
             f"FAIL {row['passes']}/{row['reps_run']}")
-        cells.append((row["task"], result, f"{row['iterations']:g}", f"{t['input']:g}",
-                      f"{t['read']:g}", f"{t['write']:g}", f"{t['output']:g}",
+        cells.append((row["task"], result, f"{row['iterations']:.0f}", f"{t['input']:.0f}",
+                      f"{t['read']:.0f}", f"{t['write']:.0f}", f"{t['output']:.0f}",
                       f"{row['cost_usd']:.4f}",
                       f"{row['spread']:.1%}" + (" NOISY" if row["noisy"] else ""),
                       f"{row['wall_s']:.2f}"))
     t = totals["tokens"]
     cells.append(("TOTAL", f"{totals['passed']}/{totals['graded']} pass, "
                            f"{totals['skipped']} skipped",
-                  f"{totals['iterations']:g}", f"{t['input']:g}", f"{t['read']:g}",
-                  f"{t['write']:g}", f"{t['output']:g}", f"{totals['cost_usd']:.4f}", "",
+                  f"{totals['iterations']:.0f}", f"{t['input']:.0f}", f"{t['read']:.0f}",
+                  f"{t['write']:.0f}", f"{t['output']:.0f}", f"{totals['cost_usd']:.4f}", "",
                   f"{totals['wall_s']:.2f}"))
     widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(header)]
 
@@ -236,6 +236,9 @@ def main(argv: list[str] | None = None) -> int:
             from agents.simulator import SimulatorServer
 
             simulator = SimulatorServer(host="127.0.0.1", port=0).start()
+            # A cut stream (fault tasks) leaves the client's socket reset; the stdlib server
+            # would print that traceback on the table. Its requests are recorded anyway.
+            simulator._server.handle_error = lambda request, address: None
             os.environ["HERMES_SIMULATOR_URL"] = simulator.url
         import django
         from django.core.management import call_command
