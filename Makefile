@@ -5,7 +5,7 @@ HOST    ?= 127.0.0.1
 PORT    ?= 8000
 PYTEST_ARGS ?=
 
-.PHONY: run up test test-fast test-embedded bench bench-cache bench-context soak bench-spend bench-delegation eval eval-baseline install migrate demo-user clean
+.PHONY: run up test test-fast test-embedded bench bench-cache bench-context soak bench-spend bench-delegation bench-schedule eval eval-baseline install migrate demo-user clean
 
 .venv/.installed: requirements.txt
 	python3 -m venv .venv
@@ -56,6 +56,9 @@ bench: install
 
 bench-cache: install
 	$(PY) benchmarks/bench_cache.py
+
+bench-schedule: install
+	$(PY) benchmarks/bench_schedule_cache.py
 
 bench-context: install
 	$(PY) benchmarks/bench_context.py

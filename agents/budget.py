@@ -13,6 +13,15 @@ DEFAULT_MAX_ITERATIONS = 90
 """Parent turns (hermes-facts §1: the budget class's docstring; DESIGN.md §5)."""
 CHILD_MAX_ITERATIONS = 50
 """Delegated child agents (DESIGN.md §5)."""
+FREE_ITERATION_TOOL = "execute_code"
+"""The sixth refund (seed, "Why a counter that goes backwards"): an iteration whose only
+tool call is the code-execution tool is free, a price signal for batching many operations
+into one programmatic call."""
+
+
+def is_free_iteration(tool_names: list[str] | tuple[str, ...]) -> bool:
+    """True when the reply's tool calls were exactly one execute_code call."""
+    return len(tool_names) == 1 and tool_names[0] == FREE_ITERATION_TOOL
 
 
 class IterationBudget:
@@ -26,6 +35,7 @@ class IterationBudget:
     def __init__(self, max_total: int = DEFAULT_MAX_ITERATIONS):
         self.max_total = max_total
         self.used = 0
+        self.free = 0
         self._lock = threading.Lock()
 
     @property
@@ -45,3 +55,14 @@ class IterationBudget:
         with self._lock:
             if self.used > 0:
                 self.used -= 1
+
+    def refund_free(self) -> bool:
+        """The sixth refund (``is_free_iteration``): give the iteration back, at most
+        ``max_total`` times per budget, so a model that only ever calls execute_code still
+        stops (after twice the budget in model calls). Returns True when refunded."""
+        with self._lock:
+            if self.max_total > 0 and self.free >= self.max_total:
+                return False
+            self.free += 1
+        self.refund()
+        return True

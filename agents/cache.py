@@ -38,12 +38,15 @@ class ProfileCaps(Protocol):
       proxies that add their own).
     - ``drops_markers_on_tool_only_assistant``: envelope routes silently drop a marker on an
       assistant message that is nothing but tool calls.
+    - ``marks_tool_messages``: a marker on a tool result is honoured (not on envelope
+      routes, hermes-facts §3).
     """
 
     supports_caching: bool
     supports_1h_ttl: bool
     max_breakpoints: int
     drops_markers_on_tool_only_assistant: bool
+    marks_tool_messages: bool
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -102,6 +105,8 @@ def can_carry_marker(message: Message, caps: ProfileCaps) -> bool:
     assistant message that is only tool calls on a route that drops those markers (hermes-facts
     §3 ``_can_carry_marker``). Position rules are in ``tool_run_ends``."""
     if not message.wire_text.strip():
+        return False
+    if message.role == "tool" and not caps.marks_tool_messages:
         return False
     only_calls = message.role == "assistant" and bool(message.tool_calls)
     return not (only_calls and caps.drops_markers_on_tool_only_assistant
@@ -225,6 +230,7 @@ class CapsOverride:
     supports_1h_ttl: bool
     max_breakpoints: int
     drops_markers_on_tool_only_assistant: bool
+    marks_tool_messages: bool = True
 
 
 def with_max_breakpoints(caps: ProfileCaps, limit: int) -> CapsOverride:
@@ -232,7 +238,8 @@ def with_max_breakpoints(caps: ProfileCaps, limit: int) -> CapsOverride:
     return CapsOverride(
         supports_caching=caps.supports_caching, supports_1h_ttl=caps.supports_1h_ttl,
         max_breakpoints=max(0, min(caps.max_breakpoints, limit)),
-        drops_markers_on_tool_only_assistant=caps.drops_markers_on_tool_only_assistant)
+        drops_markers_on_tool_only_assistant=caps.drops_markers_on_tool_only_assistant,
+        marks_tool_messages=caps.marks_tool_messages)
 
 
 # ---------------------------------------------------------------------------------------------

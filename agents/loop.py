@@ -1,10 +1,7 @@
 """run_turn(): the loop, its iteration budget, refunds and the finalizer. Short on purpose.
-
-The seed's eight lines plus what each fault needs: a budget with refunds (hermes-facts §1),
-one policy-gated dispatcher, a resumed turn's unanswered calls first, a tool-free finalizer,
-the error budget (agents/recovery.py). Request assembly lives in agents/request.py;
-persistence and streaming behind the EventSink. No Django here.
-"""
+The seed's eight lines plus: a budget with refunds (hermes-facts §1; the sixth: execute_code),
+one policy-gated dispatcher, resumed calls first, a tool-free finalizer, the error budget
+(agents/recovery.py). Requests: agents/request.py; persistence: the EventSink. No Django."""
 
 from __future__ import annotations
 
@@ -12,28 +9,30 @@ from dataclasses import dataclass, replace
 from typing import Callable, Literal
 
 from agents import EventSink, Transport
-from agents.budget import IterationBudget
+from agents.budget import IterationBudget, is_free_iteration
 from agents.errors import ApprovalRequired, TransportError, TurnCancelled
 from agents.messages import Message, ModelRequest, ModelResponse, ToolCall
 from agents.recovery import (EMPTY_NAME_STOP, INCOMPLETE_KIND, MAX_EMPTY_TOOL_NAME_STREAK,
                              REFUSAL_KIND, ErrorBudget)
 from agents.steer import Point, land_corrections, unanswered_calls
 
-FINALIZER_PROMPT = ("You have reached the maximum number of tool-calling iterations for this "
-                    "turn. Do not call any more tools. Give a final response summarising what "
-                    "you found and did, and what is left to do.")
+FINALIZER_PROMPT = ("You have reached the maximum number of tool-calling iterations for this turn. "
+                    "Do not call any more tools. Give a final response summarising what you "
+                    "found and did, and what is left to do.")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TurnResult:
-    """How a turn ended: ``status`` completed / budget_exhausted / refused (B27: rephrase) /
-    empty_tool_name (B18); ``text`` the final assistant text; ``iterations`` model calls made
-    (finalizer included: honest, B18); ``history`` the live transcript as the turn left it."""
+    """How a turn ended: ``status`` completed / budget_exhausted / refused (B27) /
+    empty_tool_name (B18); ``text`` the final text; ``iterations`` model calls (finalizer
+    included, B18); ``history`` the transcript as left; ``free`` refunded execute_code-only
+    iterations (charged: ``iterations - free``)."""
 
     status: Literal["completed", "budget_exhausted", "refused", "empty_tool_name"]
     text: str
     iterations: int
     history: tuple[Message, ...] = ()
+    free: int = 0
 
 
 @dataclass(kw_only=True)
@@ -45,9 +44,8 @@ class Harness:
     - ``execute(calls) -> (results, pending)``: dispatch through the policy gate
       (agents/tools/dispatch.py); ``pending`` are calls awaiting a human.
     - ``observe(request, response)``: calibration, compaction verdict, cache health.
-    - ``recover(history, error) -> history | None``: after a provider error that asks for
-      compaction or a history repair, a new history to retry with, else None.
-    """
+    - ``recover(history, error) -> history | None``: after a provider error asking for
+      compaction or a history repair, a new history to retry with, else None."""
 
     transport: Transport
     prepare: Callable[[list[Message]], tuple[list[Message], ModelRequest]]
@@ -64,8 +62,7 @@ def run_turn(history: list[Message], *, harness: Harness, sink: EventSink,
     A correction sent while the turn runs lands at the next safe point (agents/steer.py).
     Raises ApprovalRequired (results of calls before the first "ask" already stored),
     TurnCancelled (visible text kept, outstanding calls answered) and TransportError (after
-    the transport's retries and one recovery); LeaseLost propagates from the sink.
-    """
+    the transport's retries and one recovery); LeaseLost propagates from the sink."""
     history = list(history)
     pending = unanswered_calls(history)
     if pending:
@@ -105,24 +102,27 @@ def run_turn(history: list[Message], *, harness: Harness, sink: EventSink,
         message = sink.message_added(response.message, kind=REFUSAL_KIND if refused else "")
         history.append(message)
         if refused or not message.tool_calls:
-            return TurnResult(status="refused" if refused else "completed", text=message.content,
-                              iterations=errors.replies, history=tuple(history))
+            return TurnResult(status="refused" if refused else "completed", free=budget.free,
+                              text=message.content, iterations=errors.replies,
+                              history=tuple(history))
         landed = land_corrections(history, sink, Point.AFTER_STREAM, sent)
         if landed:  # its calls answered "not run", the correction after them: ask again
             history += landed
             continue
         empty_names = (empty_names + 1) * any(not c.name.strip() for c in message.tool_calls)
         history += _run_calls(list(message.tool_calls), harness=harness, sink=sink)
+        if is_free_iteration([c.name for c in message.tool_calls]):  # the sixth refund
+            budget.refund_free()
         if empty_names >= MAX_EMPTY_TOOL_NAME_STREAK:  # results stored: pairing holds (B18)
             return TurnResult(status="empty_tool_name", text=EMPTY_NAME_STOP,
                               iterations=errors.replies, history=tuple(history))
-    return _finalize(history, harness=harness, sink=sink, calls_made=errors.replies)
+    return replace(_finalize(history, harness=harness, sink=sink, calls_made=errors.replies),
+                   free=budget.free)
 
 
 def _run_calls(calls: list[ToolCall], *, harness: Harness, sink: EventSink) -> list[Message]:
-    """Dispatch ``calls``; store the batch's results in one write; raise ApprovalRequired
-    for the rest. ``execute`` announces each call (``sink.tool_called``) as it starts: an
-    announced call with no result began (B01: "interrupted", not "not executed")."""
+    """Dispatch ``calls``, store the results in one write, raise ApprovalRequired for the
+    rest. ``execute`` announces each call as it starts (B01: began, so "interrupted")."""
     results, pending = harness.execute(calls)
     stored = sink.messages_added(results) if results else []
     if pending:

@@ -55,6 +55,14 @@ COMMAND_TOOLS = frozenset({"terminal"})
 DELEGATION_TOOLS = frozenset({"delegate"})
 """Starting child agents: allowed for a known identity (each child's own tool calls are
 gated here one by one, in the child's session), denied by a deny rule naming it."""
+STATE_TOOLS = frozenset({"memory", "todo", "clarify"})
+"""Tools that touch no file and run nothing: a user's notes, the session's task list, a
+question to the user. Allowed for a known identity (the tools themselves refuse child
+memory writes and turn clarify into a wait)."""
+CODE_TOOLS = frozenset({"execute_code"})
+"""Python run through the command backend, like terminal. Its code cannot be parsed
+against the floor, so off the sandbox it asks (bypass and "always" rules may allow it);
+every tool it calls back through its RPC is decided here on its own."""
 
 
 
@@ -138,6 +146,10 @@ def decide(call: ToolCall, ctx: PolicyContext) -> Decision:
         return _decide_command(call.id, command, ctx)
     if call.name in WRITE_TOOLS:
         return _decide_paths(call, args, ctx, write=True)
+    if call.name in STATE_TOOLS:
+        return _d("allow", "state_tool", f"{call.name} changes no file and runs nothing")
+    if call.name in CODE_TOOLS:
+        return _decide_code(call, args, ctx)
     name = f"tool:{call.name}"
     if call.name in DELEGATION_TOOLS:
         if any(fnmatchcase(name, rule) for rule in ctx.deny_rules):
@@ -148,6 +160,22 @@ def decide(call: ToolCall, ctx: PolicyContext) -> Decision:
     return _gate(call.id, ctx, "unknown_tool", "unknown_tool",
                  f"{call.name} is not a tool the policy knows", name,
                  lambda pattern: fnmatchcase(name, pattern))
+
+
+def _decide_code(call: ToolCall, args: dict[str, Any], ctx: PolicyContext) -> Decision:
+    """execute_code: the sandbox contains it (allow); on the host it asks, once per call
+    unless bypass or a rule for ``tool:execute_code`` covers it; unattended → deny."""
+    if not isinstance(args.get("code"), str) or not args["code"].strip():
+        return _d("deny", "unparseable_arguments", "execute_code needs a code string")
+    if ctx.workspace is None:
+        return _d("deny", "missing_state", "no session workspace is known")
+    name = f"tool:{call.name}"
+    if ctx.backend_isolated and not ctx.backend_has_host_paths:
+        return _d("allow", "isolated_backend", "isolated backend: the code runs in the "
+                  "sandbox; each tool it calls is decided on its own", "", name)
+    return _gate(call.id, ctx, "code_execution", "code_execution",
+                 "runs Python on the server host (the code cannot be checked against the "
+                 "command floor)", name, lambda pattern: fnmatchcase(name, pattern))
 
 
 def _gate(call_id: str, ctx: PolicyContext, rule: str, risk: str, reason: str,
@@ -180,7 +208,8 @@ def _gate(call_id: str, ctx: PolicyContext, rule: str, risk: str, reason: str,
 def _ask_or_deny(ctx: PolicyContext, rule: str, risk: str, reason: str, normalized: str,
                  classes: tuple[str, ...] = ()) -> Decision:
     if ctx.unattended:
-        return _d("deny", "unattended", f"no human can approve this here: {reason}", risk,
+        return _d("deny", "unattended",
+                  f"no human is present to approve this (unattended run): {reason}", risk,
                   normalized, classes)
     return _d("ask", rule, reason, risk, normalized, classes)
 

@@ -47,7 +47,9 @@ LIBRARY_PROVIDERS = {"anthropic": "anthropic", "openai": "openai", "openrouter":
 """Hermes provider profile (agents/providers.py) -> genai-prices provider id."""
 
 SIMULATOR_PRICED_AS = {"simulator": ("anthropic", "claude-sonnet-4-5"),
-                       "simulator-openai": ("openai", "gpt-4.1")}
+                       "simulator-openai": ("openai", "gpt-4.1"),
+                       # An Anthropic model reached through an envelope gateway.
+                       "simulator-envelope": ("anthropic", "claude-sonnet-4-5")}
 """The simulator stands in for a real model, so its calls are priced as that model's
 published rates (the demo shows realistic dollars and budgets have something to stop)."""
 

@@ -38,6 +38,11 @@ class ProviderProfile:
       that add their own; hermes-facts §2, Anthropic docs "at most 4").
     - ``drops_markers_on_tool_only_assistant``: envelope-style routes silently drop a
       marker on an assistant message that is only tool calls (seed, "Four breakpoints").
+    - ``envelope_markers``: an OpenAI-compatible route that takes Anthropic ``cache_control``
+      markers on chat-completions content parts (OpenRouter and similar gateways in front
+      of Anthropic models); the transport then renders content as parts and marks them.
+    - ``marks_tool_messages``: a marker on a tool result is honoured (False on envelope
+      routes: hermes-facts §3, "on envelope routes tool messages are skipped").
     - ``pricing_key``: key into the price table (pricing is not decided here).
     - ``max_tokens_field``: body key for the output cap on OpenAI-compatible routes
       ("max_completion_tokens" for OpenAI's own API, "max_tokens" elsewhere).
@@ -62,6 +67,8 @@ class ProviderProfile:
     supports_1h_ttl: bool = False
     max_breakpoints: int = 0
     drops_markers_on_tool_only_assistant: bool = False
+    envelope_markers: bool = False
+    marks_tool_messages: bool = True
     pricing_key: str = ""
     max_tokens_field: str = "max_tokens"
     strict_alternation: bool = True
@@ -84,13 +91,15 @@ PROFILES: dict[str, ProviderProfile] = {p.name: p for p in (
         max_output_tokens=32_768, pricing_key="openai",
         max_tokens_field="max_completion_tokens", strict_alternation=False,
         tokenizer_family="o200k"),
-    # An aggregator: chat-completions envelope in front of many vendors. The
-    # OpenAI-compatible transport sends no markers, so caching is off for this route.
+    # An aggregator: chat-completions envelope in front of many vendors. For Anthropic
+    # models it forwards cache_control on content parts (5m; markers on tool-call-only
+    # assistant turns and tool messages are dropped), so the planner marks parts there.
     ProviderProfile(
         name="openrouter", transport="openai_chat", base_url="https://openrouter.ai/api/v1",
         key_env="OPENROUTER_API_KEY", default_model="anthropic/claude-sonnet-4.5",
-        context_window=200_000, max_output_tokens=32_000,
-        drops_markers_on_tool_only_assistant=True, pricing_key="openrouter"),
+        context_window=200_000, max_output_tokens=32_000, supports_caching=True,
+        max_breakpoints=4, drops_markers_on_tool_only_assistant=True, envelope_markers=True,
+        marks_tool_messages=False, pricing_key="openrouter"),
     ProviderProfile(
         name="vllm", transport="openai_chat", base_url="http://127.0.0.1:8000/v1",
         key_env="VLLM_API_KEY", default_model="Qwen/Qwen3-8B", context_window=32_768,
@@ -112,6 +121,14 @@ PROFILES: dict[str, ProviderProfile] = {p.name: p for p in (
         name="simulator-openai", transport="openai_chat", base_url=f"{SIMULATOR_URL}/v1",
         key_env=None, default_model="hermes-simulator", context_window=200_000,
         max_output_tokens=64_000, pricing_key="simulator"),
+    # The simulator behind an envelope gateway: chat completions with cache_control parts,
+    # the way OpenRouter carries them to Anthropic models.
+    ProviderProfile(
+        name="simulator-envelope", transport="openai_chat", base_url=f"{SIMULATOR_URL}/v1",
+        key_env=None, default_model="hermes-simulator", context_window=200_000,
+        max_output_tokens=64_000, supports_caching=True, max_breakpoints=4,
+        drops_markers_on_tool_only_assistant=True, envelope_markers=True,
+        marks_tool_messages=False, pricing_key="simulator"),
 )}
 """Built-in profiles by name."""
 

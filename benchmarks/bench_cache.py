@@ -42,7 +42,8 @@ from agents.prune import plan_prune  # noqa: E402
 from agents.tokens import estimate_message_tokens, estimate_text_tokens  # noqa: E402
 from agents.providers import PROFILES  # noqa: E402
 from agents.simulator.cache import CacheBlock, PromptCache, SimClock  # noqa: E402
-from agents.simulator.prefix import anthropic_blocks  # noqa: E402
+from agents.simulator.prefix import anthropic_blocks, openai_blocks  # noqa: E402
+from agents.transports.openai_chat import OpenAIChatTransport  # noqa: E402
 from agents.simulator.tokenizer import count_tokens  # noqa: E402
 from agents.tools.files import Patch, ReadFile, WriteFile  # noqa: E402
 from agents.tools.search import SearchFiles  # noqa: E402
@@ -608,6 +609,26 @@ def strategy_report(tmp: Path, header: str, line) -> list[tuple[str, bool]]:
     return targets
 
 
+def envelope_rows(tmp: Path) -> tuple[Bill, Bill]:
+    """Issue 15 item 5: the all-day session through an envelope gateway (the openrouter
+    profile: chat completions with cache_control parts, 5m only) — the planner's markers
+    against the same requests without markers (such a gateway in front of Anthropic then
+    caches nothing). Billed by the simulator's PromptCache on the envelope's blocks."""
+    steps, system, stable_len, tools = session_inputs(tmp)
+    profile = PROFILES["openrouter"]
+    transport = OpenAIChatTransport(profile, api_key=None)
+    marked, bare = [], []
+    for step in steps:
+        request = ModelRequest(model=MODEL, system=system, messages=step.history, tools=tools,
+                               stable_len=stable_len)
+        marked.append(openai_blocks(transport.build_payload(plan_breakpoints(
+            request, profile_caps=profile, settings=CacheSettings()))))
+        bare.append([CacheBlock(data=b.data, tokens=b.tokens) for b in marked[-1]])
+    out = output_tokens(steps)
+    return (bill_with_cache(list(zip(steps, marked)), out, None),
+            bill_no_cache(list(zip(steps, bare)), out))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quiet", action="store_true", help="omit per-request lines")
@@ -687,6 +708,15 @@ def main(argv: list[str] | None = None) -> int:
         targets.append((f"default layout {default_bill.cost:.4f} < (b) {naive_bill.cost:.4f}",
                         default_bill.cost < naive_bill.cost))
     targets += strategy_targets
+    with tempfile.TemporaryDirectory() as tmp:
+        envelope, envelope_bare = envelope_rows(Path(tmp))
+    print("\nenvelope route (openrouter profile: cache_control on content parts, 5m)")
+    print(header)
+    print(line("planner markers on parts", envelope))
+    print(line("no markers (before issue 15 item 5)", envelope_bare))
+    targets.append((f"envelope route: markers {envelope.cost:.4f} < no markers "
+                    f"{envelope_bare.cost:.4f} ({envelope.cost / envelope_bare.cost:.3f}x)",
+                    envelope.cost < envelope_bare.cost))
     print()
     for label, ok in targets:
         print(f"{'PASS' if ok else 'FAIL'}  {label}")

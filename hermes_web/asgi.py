@@ -14,9 +14,11 @@ from django.core.asgi import get_asgi_application  # noqa: E402
 
 django_asgi_app = get_asgi_application()
 
-from channels.auth import AuthMiddlewareStack  # noqa: E402
+from channels.auth import AuthMiddleware, get_user  # noqa: E402
+from channels.db import database_sync_to_async  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator, WebsocketDenier  # noqa: E402
+from channels.sessions import SessionMiddlewareStack  # noqa: E402
 from django.conf import settings  # noqa: E402
 
 from agents.origin import origin_allowed  # noqa: E402
@@ -45,8 +47,21 @@ class SameOriginValidator:
         return await self.app(scope, receive, send)
 
 
+class ConcurrentAuthMiddleware(AuthMiddleware):
+    """Channels' AuthMiddleware (the same get_user: session row, backend, user, session
+    auth hash), run on the worker-thread pool instead of the one thread that every
+    thread-sensitive database call in daphne shares: a hundred sockets reconnecting at once
+    queued their logins behind each other on that thread and overran daphne's 5 s handshake
+    timeout (docs/reliability.md). get_user only reads (and flushes a session whose hash no
+    longer matches), so it needs no thread affinity."""
+
+    async def resolve_scope(self, scope):
+        scope["user"]._wrapped = await database_sync_to_async(
+            get_user.func, thread_sensitive=False)(scope)
+
+
 websocket_application = SameOriginValidator(AllowedHostsOriginValidator(
-    AuthMiddlewareStack(URLRouter(websocket_urlpatterns))))
+    SessionMiddlewareStack(ConcurrentAuthMiddleware(URLRouter(websocket_urlpatterns)))))
 """The websocket stack on its own (tests drive it with channels' WebsocketCommunicator)."""
 
 application = ProtocolTypeRouter({

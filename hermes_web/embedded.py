@@ -7,8 +7,10 @@ the worker and simulator started when this module is imported (once per process)
 Celery's in-memory broker only reaches consumers in the same process, which is exactly what
 this mode wants. The worker is Celery's own (celery.contrib.testing.worker runs a real
 WorkController in a thread without installing signal handlers, which only the main thread
-may do). There is no Celery beat in this mode, so a daemon thread does beat's one
-time-critical job, expiring pending approvals (fail-closed), every few seconds.
+may do). Celery beat runs here too, as Celery's own embedded service in a thread with the
+same DatabaseScheduler as `celery beat` in services mode, so user schedules (schedules/) fire
+in both modes; a daemon thread additionally expires pending approvals (fail-closed) every
+few seconds, faster than beat's 15 s entry (both are idempotent).
 """
 
 from __future__ import annotations
@@ -25,8 +27,11 @@ _lock = threading.Lock()
 _handles: dict = {}
 
 
-def start_if_configured() -> None:
-    """Start the simulator and the worker once per process when the settings ask for it."""
+def start_if_configured(*, with_beat: bool = False) -> None:
+    """Start the simulator and the worker once per process when the settings ask for it;
+    ``with_beat`` also starts Celery beat (only the served application asks: a `hermes chat`
+    CLI process beside `make run` must not be a second beat, or every schedule would fire
+    twice)."""
     with _lock:
         if _started.is_set():
             return
@@ -35,6 +40,8 @@ def start_if_configured() -> None:
         if settings.CELERY_BROKER_URL.startswith("memory://") and not settings.CELERY_TASK_ALWAYS_EAGER:
             start_worker()
             start_expiry_sweep()
+            if with_beat and settings.EMBEDDED_BEAT:
+                start_beat()
         _started.set()
 
 
@@ -98,6 +105,22 @@ def start_worker() -> None:
     log.warning("embedded Celery worker started (%s threads)", settings.EMBEDDED_WORKER_THREADS)
 
 
+def start_beat():
+    """Run Celery beat (settings.CELERY_BEAT_SCHEDULER: django-celery-beat's
+    DatabaseScheduler) in a daemon thread of this process: what the Procfile's `beat`
+    process does in services mode. Its tasks go to the in-memory broker, which the embedded
+    worker consumes. Returns the service thread (``.stop()`` ends it)."""
+    from celery.beat import EmbeddedService
+
+    from hermes_web.celery import app
+
+    beat = EmbeddedService(app, thread=True, scheduler_cls=settings.CELERY_BEAT_SCHEDULER)
+    beat.start()
+    _handles["beat"] = beat
+    log.warning("embedded Celery beat started (%s)", settings.CELERY_BEAT_SCHEDULER)
+    return beat
+
+
 def expiry_sweep_interval(timeout_seconds: float) -> float:
     """Seconds between expiry sweeps: a tenth of the approval timeout, within 1..5 s, so an
     expired request is noticed at most ~5 s late (300 s default) and a short test timeout
@@ -148,6 +171,6 @@ def __getattr__(name: str):
     if name == "application":
         from hermes_web.asgi import application as asgi_application
 
-        start_if_configured()
+        start_if_configured(with_beat=True)
         return asgi_application
     raise AttributeError(name)

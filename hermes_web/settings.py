@@ -94,6 +94,9 @@ INSTALLED_APPS = [
     "accounts",
     "sessions.apps.SessionsConfig",
     "approvals",
+    "django_celery_beat",
+    "schedules",
+    "webhooks",
 ]
 
 MIDDLEWARE = [
@@ -138,7 +141,14 @@ TEMPLATES = [
 
 # --- Database ---------------------------------------------------------------------------
 if DATABASE_URL:
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
+    # Persistent connections, health-checked before reuse: daphne runs every socket's
+    # database work on ONE thread, and with a new connection per call (conn_max_age=0)
+    # half of that thread's time went to connecting; 100 sockets reconnecting at once then
+    # overran daphne's handshake timeout (docs/reliability.md). A connection the server
+    # dropped (restart, pg_terminate_backend) fails the health check and is replaced.
+    DATABASES = {"default": dj_database_url.parse(
+        DATABASE_URL, conn_max_age=int(env_str("HERMES_DB_CONN_MAX_AGE", "60")),
+        conn_health_checks=True)}
 else:
     DATABASES = {
         "default": {
@@ -190,7 +200,30 @@ CELERY_BEAT_SCHEDULE = {
     "approvals-expire": {"task": "approvals.expire_task", "schedule": 15.0},
     "turns-recover": {"task": "sessions.turn_recover_task", "schedule": 60.0},
 }
+# Schedules live in the database (schedules/ writes django-celery-beat rows); the same
+# scheduler runs in `celery beat` (services) and in a beat thread of the web process
+# (embedded, hermes_web/embedded.py).
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+DJANGO_CELERY_BEAT_TZ_AWARE = True
 EMBEDDED_WORKER_THREADS = int(env_str("HERMES_WORKER_THREADS", "4"))
+EMBEDDED_BEAT = env_bool("HERMES_EMBEDDED_BEAT", True)
+
+# --- Cache (webhook rate limits: shared by every process in services mode) --------------
+if REDIS_URL:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
+                          "LOCATION": REDIS_URL, "KEY_PREFIX": "hermes"}}
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+# --- Inbound webhooks (webhooks/) ---------------------------------------------------------
+WEBHOOKS = {
+    "MAX_BODY_BYTES": int(env_str("HERMES_WEBHOOK_MAX_BYTES", "65536")),
+    "REPLAY_WINDOW_SECONDS": 300,
+    # accepted deliveries per webhook per window; and rejected ones logged per window
+    "RATE_LIMIT": int(env_str("HERMES_WEBHOOK_RATE_LIMIT", "30")),
+    "RATE_WINDOW_SECONDS": 60,
+    "REJECT_LOG_LIMIT": 30,
+}
 
 # --- Auth -------------------------------------------------------------------------------
 LOGIN_URL = "login"
@@ -317,6 +350,9 @@ HERMES = {
     "MAX_MESSAGE_CHARS": 100_000,
     # Seconds before the first retry of a retryable provider error (doubling, capped).
     "RETRY_BASE_DELAY": float(env_str("HERMES_RETRY_BASE_DELAY", "1.0")),
+    # Seconds a turn waits in all for a provider that keeps answering "rate limited" or
+    # "overloaded" once no fallback is left (agents/transports/patience.py); 0 = fail at once.
+    "THROTTLE_PATIENCE": float(env_str("HERMES_THROTTLE_PATIENCE", "300")),
     # Prompt cache (agents/cache.py): "auto" (the default: TTLs and the cold-resume prune
     # chosen per session from its idle gaps, agents/cache_strategy.py), or "5m" / "1h" fixed.
     "CACHE_TTL": env_str("HERMES_CACHE_TTL", "auto"),
@@ -331,6 +367,10 @@ HERMES = {
     # attack"); agents/policy.py freezes it and nothing later can turn it on.
     "YOLO": env_bool("HERMES_YOLO", False),
     "APPROVAL_TIMEOUT_SECONDS": int(env_str("HERMES_APPROVAL_TIMEOUT", "300")),
+    # Durable memory: characters of one user's notes together (agents/memory.py).
+    "MEMORY_CHAR_LIMIT": int(env_str("HERMES_MEMORY_CHAR_LIMIT", "2200")),
+    # execute_code: characters of script output kept (agents/tools/execute_code.py).
+    "CODE_OUTPUT_CAP": int(env_str("HERMES_CODE_OUTPUT_CAP", "50000")),
     "BACKEND": env_str("HERMES_BACKEND", "auto"),  # auto | local | sandbox
     # The unprivileged host uid/gid sandboxed commands run as when the worker is root.
     "SANDBOX_UID": int(env_str("HERMES_SANDBOX_UID", "61000")),

@@ -18,6 +18,8 @@ urlpatterns = [
     path("favicon.ico", RedirectView.as_view(url=staticfiles_storage.url("favicon.svg"),
                                              permanent=True), name="favicon"),
     path("approvals/", include("approvals.urls")),
+    path("schedules/", include("schedules.urls")),
+    path("", include("webhooks.urls")),
     path("", include("accounts.urls")),
     path("", include("sessions.urls")),
 ]

@@ -22,3 +22,7 @@ class SessionsConfig(AppConfig):
         import sessions.signals  # noqa: F401  (connects the socket-closing receivers)
         import sessions.tasks  # noqa: F401  (registers the turn resumer, sessions/waits.py)
         import sessions.delegation  # noqa: F401  (the AWAITING_CHILDREN wait, child ends)
+        from sessions.clarify import CLARIFY_WAIT
+        from sessions.waits import wait_register
+
+        wait_register(CLARIFY_WAIT)

@@ -35,6 +35,7 @@ from django.utils.crypto import constant_time_compare
 
 from sessions.events import event_to_dict, session_group, socket_loop_register, user_group
 from sessions.forms import MessageForm
+from sessions.models import Session
 from sessions.rendering import APPROVAL_EVENTS, PLAIN_EVENTS, event_frame, viewer_label
 from sessions.selectors import event_list_after, session_get
 from sessions.services import turn_start, turn_steer, turn_stop
@@ -126,16 +127,47 @@ def asession_get(*, user, session_id: int, write: bool = False):
 
 
 @database_sync_to_async
-def aviewer_label(*, session, user) -> str:
-    """sessions.rendering.viewer_label for the event loop (reads the owner's name)."""
-    return viewer_label(session=session, user=user)
-
-
-@database_sync_to_async
 def aevent_list_after(*, session_id: int, after_seq: int) -> list[dict]:
     """One page of stored events after ``after_seq``, as wire dicts, for replay."""
     return [event_to_dict(e) for e in event_list_after(session_id=session_id,
                                                        after_seq=after_seq, limit=REPLAY_PAGE)]
+
+
+def connect_checks(*, user, session_id, login_key: str | None
+                   ) -> int | tuple[Session, str, datetime | None]:
+    """Everything a socket's connect reads, in one call: the session (``user`` may read
+    it), the viewer label and when the login row expires. Returns (session, label, expiry)
+    or CLOSE_NOT_FOUND. The login itself was just checked by the auth middleware (channels'
+    get_user: the same row, backend, user and auth hash as login_session_valid).
+
+    Read-only and self-contained, so the consumer runs it on the worker-thread pool, not
+    on daphne's one thread-sensitive database thread (a hundred sockets reconnecting at
+    once queued there; docs/reliability.md)."""
+    try:
+        session = session_get(user=user, session_id=session_id)
+    except Http404:
+        return CLOSE_NOT_FOUND
+    return (session, viewer_label(session=session, user=user),
+            login_session_expiry(login_key) if login_key else None)
+
+
+def hello_page(*, login_key: str | None, user, session_id: int,
+               after_seq: int) -> list[dict] | None:
+    """The hello's reads in one call (read-only; run on the worker-thread pool like
+    connect_checks): None when the login behind the socket ended, else the first page of
+    stored events after ``after_seq`` (wire dicts)."""
+    if not login_session_valid(session_key=login_key, user_id=user.pk):
+        return None
+    return [event_to_dict(e) for e in event_list_after(session_id=session_id,
+                                                       after_seq=after_seq, limit=REPLAY_PAGE)]
+
+
+def frames_render(events: list[dict], *, user, user_label: str) -> list[dict]:
+    """event_frame for each event; approval events need ``user`` (and the database)."""
+    return [dict(e) if e["type"] in PLAIN_EVENTS
+            else event_frame(e, user=user if e["type"] in APPROVAL_EVENTS else None,
+                             user_label=user_label)
+            for e in events]
 
 
 class SessionConsumer(AsyncJsonWebsocketConsumer):
@@ -147,20 +179,16 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         if user is None or not user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
-        try:
-            session = await asession_get(user=user, session_id=self.scope["url_route"]
-                                         ["kwargs"]["session_id"])
-        except Http404:
-            await self.close(code=CLOSE_NOT_FOUND)
-            return
         self.login_key: str | None = getattr(self.scope.get("session"), "session_key", None)
-        if not await database_sync_to_async(login_session_valid)(
-                session_key=self.login_key, user_id=user.pk):
-            await self.close(code=CLOSE_UNAUTHENTICATED)
+        opened = await database_sync_to_async(connect_checks, thread_sensitive=False)(
+            user=user, session_id=self.scope["url_route"]["kwargs"]["session_id"],
+            login_key=self.login_key)
+        if isinstance(opened, int):
+            await self.close(code=opened)
             return
+        session, self.user_label, expires = opened
         self.session_id: int = session.pk
         self.user = user
-        self.user_label = await aviewer_label(session=session, user=user)
         self.expiry_timer: asyncio.TimerHandle | None = None
         self.sent_seq: int | None = None  # None until the hello's backlog is sent
         self.pending: list[dict] = []
@@ -169,7 +197,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         for group in self.joined:
             await self.channel_layer.group_add(group, self.channel_name)
         await self.accept()
-        await self.schedule_expiry_check()
+        self.schedule_expiry(expires)
 
     # --- the login behind the socket ----------------------------------------------------
     async def login_still_valid(self) -> bool:
@@ -182,7 +210,10 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
 
     async def schedule_expiry_check(self) -> None:
         """Close the socket when its session row expires (no signal fires at expiry)."""
-        expires = await database_sync_to_async(login_session_expiry)(self.login_key)
+        self.schedule_expiry(await database_sync_to_async(login_session_expiry)(self.login_key))
+
+    def schedule_expiry(self, expires: datetime | None) -> None:
+        """Call expiry_check when the login's row expires (``expires``; None: never)."""
         if expires is None:
             return
         wait = min(max((expires - timezone.now()).total_seconds(), 0) + 1, MAX_EXPIRY_WAIT)
@@ -217,15 +248,16 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
 
     async def receive_json(self, content: dict, **kwargs) -> None:
         kind = content.get("type")
-        if kind in ("hello", "message", "steer", "stop") and not await self.login_still_valid():
-            return
         if kind == "hello":
             last_seq = content.get("last_seq", 0)
             if isinstance(last_seq, bool) or not isinstance(last_seq, int) or last_seq < 0:
                 await self.send_error("last_seq must be a non-negative integer.")
                 return
-            await self.replay(last_seq)
-        elif kind in ("message", "steer"):  # "steer": a correction for the running turn
+            await self.replay(last_seq)  # re-checks the login in the same query batch
+            return
+        if kind in ("message", "steer", "stop") and not await self.login_still_valid():
+            return
+        if kind in ("message", "steer"):  # "steer": a correction for the running turn
             await self.start_turn(content.get("text"), steer=kind == "steer")
         elif kind == "stop":
             await self.stop_turn()
@@ -266,9 +298,17 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
 
     # --- replay and the live tail -------------------------------------------------------
     async def replay(self, last_seq: int) -> None:
-        """Send stored events after ``last_seq``, then the buffered live ones not yet sent."""
+        """Re-check the login and send stored events after ``last_seq``, then the buffered
+        live ones not yet sent. The login check and the first page are one call
+        (hello_page)."""
         self.sent_seq = None
-        await self.send_from_db(last_seq)
+        events = await database_sync_to_async(hello_page, thread_sensitive=False)(
+            login_key=self.login_key, user=self.user, session_id=self.session_id,
+            after_seq=last_seq)
+        if events is None:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        await self.send_page(events, after=last_seq)
         pending, self.pending = self.pending, []
         for event in sorted(pending, key=lambda e: e["seq"]):
             await self.deliver(event)
@@ -276,12 +316,30 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
     async def send_from_db(self, after: int) -> None:
         while True:
             events = await aevent_list_after(session_id=self.session_id, after_seq=after)
-            for event in events:
-                await self.send_frame(event)
-            after = events[-1]["seq"] if events else after
-            self.sent_seq = max(self.sent_seq or 0, after)
-            if len(events) < REPLAY_PAGE:
+            if not await self.send_page(events, after=after):
                 return
+            after = self.sent_seq
+
+    async def send_page(self, events: list[dict], *, after: int) -> bool:
+        """Send one page of stored events (rendered in one worker-thread trip, not one per
+        event); True when the page was full (more may follow)."""
+        for frame in await self.frames(events):
+            await self.send_json(frame)
+        self.sent_seq = max(self.sent_seq or 0, events[-1]["seq"] if events else after)
+        return len(events) >= REPLAY_PAGE
+
+    async def frames(self, events: list[dict]) -> list[dict]:
+        """The frames for ``events``: approval cards read the database (who may decide), the
+        rest render from their payload alone, off the event loop."""
+        if any(e["type"] in APPROVAL_EVENTS for e in events):
+            return await database_sync_to_async(frames_render)(events, user=self.user,
+                                                               user_label=self.user_label)
+        if all(e["type"] in PLAIN_EVENTS for e in events):
+            return [dict(e) for e in events]  # no partial: nothing to render
+        # Markdown and templates cost milliseconds; rendered on the event loop they held
+        # up every other socket's text deltas (benchmarks/bench_stream.py tail).
+        return await sync_to_async(frames_render, thread_sensitive=False)(
+            events, user=None, user_label=self.user_label)
 
     async def deliver(self, event: dict) -> None:
         """Send a live event once, filling any seq gap from the database first."""
@@ -294,16 +352,8 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         self.sent_seq = event["seq"]
 
     async def send_frame(self, event: dict) -> None:
-        if event["type"] in APPROVAL_EVENTS:
-            frame = await database_sync_to_async(event_frame)(event, user=self.user)
-        elif event["type"] in PLAIN_EVENTS:
-            frame = dict(event)  # no partial: nothing to render
-        else:
-            # Markdown and templates cost milliseconds; rendered on the event loop they held
-            # up every other socket's text deltas (benchmarks/bench_stream.py tail).
-            frame = await sync_to_async(event_frame, thread_sensitive=False)(
-                event, user_label=self.user_label)
-        await self.send_json(frame)
+        for frame in await self.frames([event]):
+            await self.send_json(frame)
 
     # --- channel-layer handlers ---------------------------------------------------------
     async def run_event(self, message: dict) -> None:

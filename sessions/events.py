@@ -36,6 +36,8 @@ EVENT_TYPES = frozenset({
     # delegation (issue 12): a turn saved awaiting its child agents, a child's turn ended,
     # the last child of a delegate call ended (its result is ledgered, the parent resumes)
     "turn.awaiting_children", "child.updated", "children.finished",
+    # tools (issue 13): the todo list changed, a clarify question asked / answered / cancelled
+    "todo.updated", "clarify.requested", "clarify.answered", "turn.awaiting_answer",
 })
 
 

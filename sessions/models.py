@@ -342,3 +342,63 @@ class ChildTask(models.Model):
 
     def __str__(self) -> str:
         return f"child {self.index} of call {self.call_id}: {self.goal[:40]}"
+
+
+class MemoryStore(models.Model):
+    """One user's durable memory: short notes the agent keeps across sessions (the memory
+    tool) and the user edits on /memory/. ``entries`` is a list of strings, oldest first,
+    bounded in characters by HERMES["MEMORY_CHAR_LIMIT"] (agents/memory.py). A session's
+    prompt carries a snapshot taken when it is built (the volatile tier)."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                                related_name="memory_store")
+    entries = models.JSONField(default=list, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"memory of user #{self.user_id}"
+
+
+class TodoList(models.Model):
+    """A session's task list, kept by the model through the todo tool and shown in the
+    chat's side panel. ``items``: [{"id", "content", "status"}] (agents/todo.py)."""
+
+    session = models.OneToOneField(Session, on_delete=models.CASCADE, related_name="todo_list")
+    items = models.JSONField(default=list, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"todo list of session #{self.session_id}"
+
+
+class ClarifyQuestion(models.Model):
+    """A question the model asked through the clarify tool: the turn waits (AWAITING_ANSWER)
+    until the user answers (the answer becomes the tool result) or Stop cancels it."""
+
+    class State(models.TextChoices):
+        PENDING = "pending", "Pending"
+        ANSWERED = "answered", "Answered"
+        CANCELLED = "cancelled", "Cancelled"
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE,
+                                related_name="clarify_questions")
+    turn = models.ForeignKey(Turn, null=True, on_delete=models.CASCADE,
+                             related_name="clarify_questions")
+    tool_call_id = models.CharField(max_length=200)
+    question = models.TextField()
+    choices = models.JSONField(default=list, blank=True)
+    state = models.CharField(max_length=20, choices=State.choices, default=State.PENDING)
+    answer = models.TextField(blank=True, default="")
+    answered_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                    on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    answered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["turn", "state"])]
+        constraints = [models.UniqueConstraint(fields=["turn", "tool_call_id"],
+                                               name="clarify_one_per_call")]
+
+    def __str__(self) -> str:
+        return f"clarify #{self.pk} ({self.state})"

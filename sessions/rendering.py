@@ -64,7 +64,8 @@ APPROVAL_EVENTS = frozenset({"approval.requested", "approval.decided"})
 """Event types whose partial depends on the viewer (rendered with a database read)."""
 STATUS_EVENTS = frozenset({"turn.queued", "turn.started", "turn.finished", "turn.failed",
                            "turn.cancelled", "turn.awaiting_approval", "budget.exceeded",
-                           "turn.awaiting_children"})
+                           "turn.awaiting_children",
+                           "turn.awaiting_answer"})
 """Event types whose frame carries the turn-status partial."""
 PLAIN_EVENTS = frozenset({"text.delta", "usage", "session.updated", "turn.steered"})
 """Event types the client applies without HTML (event_html returns None for them)."""
@@ -172,6 +173,7 @@ def status_item(type: str, payload: dict) -> dict:
              "turn.failed": "failed", "turn.cancelled": "cancelled",
              "turn.awaiting_approval": "awaiting_approval",
              "turn.awaiting_children": "awaiting_children",
+             "turn.awaiting_answer": "awaiting_answer",
              "budget.exceeded": "budget_blocked"}.get(type, "idle")
     return {"state": state, "reason": payload.get("reason", ""),
             "turn_id": payload.get("turn_id")}
@@ -357,7 +359,8 @@ def transcript_context(*, session: Session, user, request=None) -> dict:
             streaming, index = streaming_text(events)
     state = {None: "idle", "queued": "queued", "running": "running",
              "awaiting_approval": "awaiting_approval", "awaiting_children": "awaiting_children",
-             "awaiting_answer": "awaiting_answer"}[running.status if running else None]
+             "awaiting_answer": "awaiting_answer",
+             }.get(running.status if running else None, "running")
     reason = ""
     if running is None and turns and turns[-1].status == Turn.Status.BUDGET_BLOCKED:
         state, reason = "budget_blocked", turns[-1].error  # resumable once the cap is raised

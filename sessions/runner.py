@@ -18,6 +18,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from accounts.budgets import BudgetedTransport
@@ -34,14 +35,18 @@ from agents.providers import ProviderProfile, model_output_cap, resolve_profile
 from agents.request import RequestPipeline
 from agents.spend_caps import BudgetExceeded
 from agents.tokens import Calibrator, estimate_text_tokens
+from agents.tools.clarify import CLARIFY_RULE
 from agents.tools.delegate import DELEGATE_TOOL
 from agents.tools.dispatch import dispatch_tool_calls
 from agents.tools.ledger import split_by_ledger
 from agents.tools.spill import apply_spill
 from agents.transports import get_transport
+from agents.transports.patience import Patience, PatientTransport, routes_resting
 from agents.transports.retry import RetryPolicy
 from sessions import delegation, toolbox
+from sessions.clarify import clarify_question_create
 from sessions.events import event_append
+from sessions.inputs import prompt_session_label
 from sessions.leases import lease_held_by_other, lease_renew, lease_validate
 from sessions.models import Session, Turn
 from sessions.services import workspace_path
@@ -62,7 +67,8 @@ def profile_named(name: str, model: str | None) -> ProviderProfile:
     hermes = settings.HERMES
     base_url = None
     if name.startswith("simulator"):
-        base_url = hermes["SIMULATOR_URL"] + ("/v1" if name.endswith("openai") else "")
+        openai_wire = resolve_profile(name).transport == "openai_chat"
+        base_url = hermes["SIMULATOR_URL"] + ("/v1" if openai_wire else "")
     else:
         profile = resolve_profile(name)
         key = "anthropic" if profile.transport == "anthropic_messages" else "openai"
@@ -175,6 +181,8 @@ class TurnContext:
     """The "breaker tripped" notice was already shown in this turn (B10)."""
     last_compaction: dict | None = None
     """{"kind", "error"} of the last compaction committed in this turn (defect 7)."""
+    budget: IterationBudget | None = None
+    """This run's iteration budget: what it charged is added to Turn.iterations."""
 
     @cached_property
     def profile(self) -> ProviderProfile:
@@ -189,8 +197,16 @@ class TurnContext:
 
         failover = FailoverTransport(provider_routes(self.session, self.profile),
                                      store=COOLDOWNS, notice=self.failover_notice)
+        # Every route throttled: wait it out (backoff, shared cooldowns, Retry-After).
+        primary = failover.routes[0].label()
+        patient = PatientTransport(
+            failover, resting=routes_resting(failover),
+            patience=Patience(total=settings.HERMES["THROTTLE_PATIENCE"],
+                              max_hint=settings.HERMES["MAX_RETRY_AFTER"]),
+            notice=lambda seconds, hint, attempts: self.throttle_notice(
+                primary, seconds, hint, attempts))
         # Every provider call of the turn (loop, finalizer, summaries) passes the spend caps.
-        return BudgetedTransport(failover, session=self.session, on_warning=lambda text: (
+        return BudgetedTransport(patient, session=self.session, on_warning=lambda text: (
             event_append(session_id=self.session.pk, type="budget.warning",
                          payload={"turn_id": self.turn.pk, "reason": text})))
 
@@ -202,6 +218,15 @@ class TurnContext:
             "turn_id": self.turn.pk, "failed": failed.label(), "reason": hint.reason.value,
             "next": following.label() if following is not None else None,
             "text": f"{failed.label()} failed ({hint.reason.value}){nxt}."})
+
+    def throttle_notice(self, label: str, seconds: float, hint, attempts: int) -> None:
+        """Every route is throttled: tell the user the turn waits, how long, and for whom
+        (``label``: the primary route, by key label)."""
+        event_append(session_id=self.session.pk, type="provider.failover", payload={
+            "turn_id": self.turn.pk, "failed": label, "reason": hint.reason.value,
+            "next": label, "wait_seconds": round(seconds, 1), "attempts": attempts,
+            "text": f"{label} is throttling ({hint.reason.value}); waiting "
+                    f"{seconds:.0f} s before trying again."})
 
     @cached_property
     def workspace(self) -> Path:
@@ -220,8 +245,10 @@ class TurnContext:
         prompt = build_system_prompt(
             home=self.home, tool_names=names, model=session.model, provider=session.provider,
             workspace=self.workspace, caller_context="",
-            skills_index=toolbox.skills_index_for(session, self.workspace), memory="",
-            user_profile="", session_id=str(session.pk), started_at=session.started_at.date())
+            skills_index=toolbox.skills_index_for(session, self.workspace),
+            memory=toolbox.memory_for(session),
+            user_profile="", session_id=prompt_session_label(session),
+            started_at=session.started_at.date())
         Session.objects.filter(pk=session.pk).update(tool_names=names, system_prompt=prompt.text)
         session.tool_names, session.system_prompt = names, prompt.text
 
@@ -299,10 +326,9 @@ def turn_execute(*, session: Session, turn: Turn, owner: str) -> str:
                 execute=lambda calls: _execute(ctx, sink, calls),
                 observe=lambda req, resp: _observe(ctx, req, resp),
                 recover=lambda h, exc: _recover(ctx, sink, h, exc))
-            iterations = (delegation.child_iterations(session) if session.parent_id
-                          else settings.HERMES["MAX_ITERATIONS"])
-            result = run_turn(history, harness=harness, sink=sink,
-                              budget=IterationBudget(iterations))
+            ctx.budget = IterationBudget(delegation.child_iterations(session) if session.parent_id
+                                         else settings.HERMES["MAX_ITERATIONS"])
+            result = run_turn(history, harness=harness, sink=sink, budget=ctx.budget)
         except ApprovalRequired as exc:
             return _await_approval(ctx, sink, exc)
         except DelegationRequested as exc:
@@ -338,7 +364,7 @@ def turn_execute(*, session: Session, turn: Turn, owner: str) -> str:
     _bind(ctx, result.history)
     return _finish(ctx, sink, Turn.Status.COMPLETED, "turn.finished",
                    {"text": result.text[:2000], "status": result.status,
-                    "iterations": result.iterations})
+                    "iterations": result.iterations, "free_iterations": result.free})
 
 
 def _reduce_by_hand(ctx: TurnContext, sink: DbSink) -> str:
@@ -509,6 +535,10 @@ def _execute(ctx: TurnContext, sink: DbSink, calls: list[ToolCall]):
     fresh = [calls[i] for i in split.to_run]
     if fresh:
         state = gate_state(session=ctx.session, turn=ctx.turn)
+        registry = toolbox.registry_for(ctx.session)
+        # execute_code's script calls tools back through the same registry and policy gate.
+        tool_ctx = toolbox.with_code_rpc(tool_ctx, registry=registry,
+                                         gate=toolbox.policy_gate(ctx, state))
         announced: list[ToolCall] = []
 
         def on_call(call: ToolCall) -> None:
@@ -517,7 +547,7 @@ def _execute(ctx: TurnContext, sink: DbSink, calls: list[ToolCall]):
 
         try:
             outcome = dispatch_tool_calls(
-                fresh, registry=toolbox.registry_for(ctx.session), ctx=tool_ctx,
+                fresh, registry=registry, ctx=tool_ctx,
                 gate=toolbox.policy_gate(ctx, state), should_stop=sink.should_stop,
                 on_call=on_call,
                 on_result=lambda call, out: sink.tool_finished(call, out.text, out.is_error),
@@ -611,8 +641,14 @@ def _notice_breaker(ctx: TurnContext) -> None:
 
 
 def _await_approval(ctx: TurnContext, sink: DbSink, exc: ApprovalRequired) -> str:
+    """Save the turn as waiting for the first pending call's kind of answer: a clarify
+    question (AWAITING_ANSWER) or approval decisions (AWAITING_APPROVAL). Calls after it
+    are re-gated on resume."""
     from approvals.services import approval_request_create
 
+    first = exc.pending[0][1] if exc.pending else None
+    if first is not None and first.rule == CLARIFY_RULE:
+        return _await_answer(ctx, sink, exc.pending[0][0])
     sink.flush()
     with transaction.atomic():
         lease_validate(session=ctx.session, owner=ctx.owner)
@@ -620,10 +656,11 @@ def _await_approval(ctx: TurnContext, sink: DbSink, exc: ApprovalRequired) -> st
         # ends cancelled (the unanswered calls are repaired as never run).
         stopped = Session.objects.filter(pk=ctx.session.pk, stop_requested=True).exists()
         if not stopped:
-            rows = approval_request_create(session=ctx.session, turn=ctx.turn,
-                                           pending=list(exc.pending),
-                                           workspace=str(ctx.workspace))
-            Turn.objects.filter(pk=ctx.turn.pk).update(status=Turn.Status.AWAITING_APPROVAL)
+            rows = approval_request_create(
+                session=ctx.session, turn=ctx.turn, workspace=str(ctx.workspace),
+                pending=[(c, d) for c, d in exc.pending if d is None or d.rule != CLARIFY_RULE])
+            Turn.objects.filter(pk=ctx.turn.pk).update(status=Turn.Status.AWAITING_APPROVAL,
+                                                       iterations=_charged(ctx))
             event_append(session_id=ctx.session.pk, type="turn.awaiting_approval",
                          payload={"turn_id": ctx.turn.pk, "approvals": [r.pk for r in rows]})
     if stopped:
@@ -643,7 +680,8 @@ def _await_children(ctx: TurnContext, sink: DbSink, exc: DelegationRequested) ->
         if not stopped:
             rows = delegation.children_spawn(parent_session=ctx.session, parent_turn=ctx.turn,
                                              call=exc.call, request=exc.request)
-            Turn.objects.filter(pk=ctx.turn.pk).update(status=Turn.Status.AWAITING_CHILDREN)
+            Turn.objects.filter(pk=ctx.turn.pk).update(status=Turn.Status.AWAITING_CHILDREN,
+                                                       iterations=_charged(ctx))
             event_append(session_id=ctx.session.pk, type="turn.awaiting_children", payload={
                 "turn_id": ctx.turn.pk, "call_id": exc.call.id,
                 "children": [{"child_id": r.child_id, "index": r.index, "goal": r.goal[:300]}
@@ -651,6 +689,33 @@ def _await_children(ctx: TurnContext, sink: DbSink, exc: DelegationRequested) ->
     if stopped:
         return _finish(ctx, sink, Turn.Status.CANCELLED, "turn.cancelled", {})
     return Turn.Status.AWAITING_CHILDREN
+
+
+def _await_answer(ctx: TurnContext, sink: DbSink, call: ToolCall) -> str:
+    """Store the clarify question of ``call``, save the turn as AWAITING_ANSWER and end the
+    task (no worker waits for a person); Stop pressed meanwhile ends it cancelled."""
+    sink.flush()
+    with transaction.atomic():
+        lease_validate(session=ctx.session, owner=ctx.owner)
+        stopped = Session.objects.filter(pk=ctx.session.pk, stop_requested=True).exists()
+        if not stopped:
+            question = clarify_question_create(session=ctx.session, turn=ctx.turn, call=call)
+            Turn.objects.filter(pk=ctx.turn.pk).update(status=Turn.Status.AWAITING_ANSWER,
+                                                       iterations=_charged(ctx))
+            event_append(session_id=ctx.session.pk, type="turn.awaiting_answer",
+                         payload={"turn_id": ctx.turn.pk, "question": question.pk})
+    if stopped:
+        return _finish(ctx, sink, Turn.Status.CANCELLED, "turn.cancelled", {})
+    return Turn.Status.AWAITING_ANSWER
+
+
+def _charged(ctx: TurnContext):
+    """Turn.iterations plus what this run's budget charged (refunds already given back:
+    a failover, a recovery, an execute_code-only iteration). Counted once per run."""
+    used = ctx.budget.used if ctx.budget is not None else 0
+    if ctx.budget is not None:
+        ctx.budget = None  # a later write of the same run must not add it again
+    return F("iterations") + used
 
 
 def _finish(ctx: TurnContext, sink: DbSink, status: str, event: str, payload: dict,
@@ -669,7 +734,8 @@ def _finish(ctx: TurnContext, sink: DbSink, status: str, event: str, payload: di
                         ctx.turn.pk, status)
             return "lease_lost"
         Turn.objects.filter(pk=ctx.turn.pk).update(status=status, error=error[:5000],
-                                                   finished_at=timezone.now())
+                                                   finished_at=timezone.now(),
+                                                   iterations=_charged(ctx))
         Session.objects.filter(pk=ctx.session.pk).update(stop_requested=False)
         event_append(session_id=ctx.session.pk, type=event,
                      payload={"turn_id": ctx.turn.pk, "usage": sink.usage_total, **payload})

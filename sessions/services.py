@@ -117,12 +117,14 @@ def turn_kind(text: str) -> str:
     return ""
 
 
-def turn_start(*, session: Session, user, text: str) -> Turn:
+def turn_start(*, session: Session, user, text: str, origin: str = "") -> Turn:
     """Queue ``text`` as a turn of ``session`` and enqueue the worker on commit.
 
     The input is stored durably as a queued Turn; it becomes the user message when its turn
     begins, so a message sent while another turn runs is never lost and never runs
-    concurrently. Raises ValidationError (nothing stored) for bad input.
+    concurrently. ``origin`` says who started it ('' a person; 'schedule' and 'webhook'
+    turns are unattended and machine-built: sessions/inputs.py). Raises ValidationError
+    (nothing stored) for bad input.
     """
     from sessions.tasks import turn_run_task
 
@@ -133,13 +135,14 @@ def turn_start(*, session: Session, user, text: str) -> Turn:
         raise ValidationError("A child agent's session is read-only: it works only on the "
                               "task its parent delegated.")
     with transaction.atomic():
-        turn = Turn.objects.create(session=session, input_text=text, kind=turn_kind(text))
+        turn = Turn.objects.create(session=session, input_text=text, origin=origin,
+                                   kind="" if origin else turn_kind(text))
         updates = {"last_activity_at": timezone.now()}
         if session.title == DEFAULT_TITLE and not turn.kind:
             updates["title"] = " ".join(text.split())[:60]
         Session.objects.filter(pk=session.pk).update(**updates)
         event_append(session_id=session.pk, type="turn.queued",
-                     payload={"turn_id": turn.pk, "text": text[:2000]})
+                     payload={"turn_id": turn.pk, "text": text[:2000], "origin": origin})
         if "title" in updates:
             event_append(session_id=session.pk, type="session.updated",
                          payload={"title": updates["title"]})

@@ -23,14 +23,21 @@ from agents.messages import Message as AgentMessage
 from agents.messages import ToolCall
 from agents.policy import Decision, PolicyContext, bypass_frozen, decide
 from agents.tools import ToolContext
+from agents.tools.clarify import ClarifyTool, clarify_gate
+from agents.tools.code_rpc import code_rpc_handler
 from agents.tools.delegate import DelegateTool
+from agents.tools.execute_code import ExecuteCode
+from agents.tools.notes import MemoryTool, TodoTool
 from agents.tools.registry import ToolRegistry, default_registry
 from agents.tools.skills import (SkillsListTool, SkillViewTool, build_skill_invocation,
                                  load_skills, parse_skill_command, skill_dirs, skill_scaffold,
                                  skills_index)
 from approvals.models import AuditEntry
+from sessions.clarify import clarify_answers
 from sessions.delegation import delegation_context
+from sessions.inputs import turn_input_built
 from sessions.models import Session, Turn
+from sessions.tool_state import memory_change, memory_snapshot_for, todo_change
 
 
 @lru_cache(maxsize=1)
@@ -42,6 +49,9 @@ def _full_registry() -> ToolRegistry:
 
     registry.register(SessionSearchTool())
     registry.register(DelegateTool())
+    # Issue 13: durable memory, the todo list, clarify questions, code execution.
+    for tool in (MemoryTool(), TodoTool(), ClarifyTool(), ExecuteCode()):
+        registry.register(tool)
     return registry
 
 
@@ -64,6 +74,17 @@ def deployment_skills_dir() -> Path:
 def skills_for(workspace: Path):
     """Skills visible to a session: the deployment's, overridden by the workspace's."""
     return load_skills(skill_dirs(deployment_dir=deployment_skills_dir(), workspace=workspace))
+
+
+def memory_for(session: Session) -> str:
+    """The memory snapshot for the volatile tier of ``session``'s prompt: its owner's notes,
+    read when the prompt is built (a write later in the session never moves the prefix)."""
+    return memory_snapshot_for(user_id=session.owner_id)
+
+
+def turn_unattended(session: Session, turn: Turn) -> bool:
+    """Nobody can answer a question in this turn: a schedule, a webhook, a child agent."""
+    return bool(turn.unattended or session.parent_id is not None)
 
 
 def skills_index_for(session: Session, workspace: Path) -> str:
@@ -140,6 +161,7 @@ def tool_context(ctx, *, should_stop=None) -> ToolContext:
     from sessions.search import session_search_for_tool
 
     session = ctx.session
+    owner_id = session.owner_id
     return ToolContext(
         workspace=ctx.workspace, session_id=str(session.pk), user_id=str(session.owner_id),
         backend=backend_for(ctx.workspace), context_window=ctx.profile.context_window,
@@ -149,7 +171,23 @@ def tool_context(ctx, *, should_stop=None) -> ToolContext:
             "session_search": lambda query: session_search_for_tool(session=session,
                                                                     query=query),
             "delegation": delegation_context(ctx),
+            "memory": lambda action, content, old_text: memory_change(
+                user_id=owner_id, action=action, content=content, old_text=old_text),
+            "is_child": session.parent_id is not None,
+            "todo": lambda todos, merge: todo_change(session=session, todos=todos, merge=merge),
+            "unattended": turn_unattended(session, ctx.turn),
+            "clarify_answers": MappingProxyType(clarify_answers(turn=ctx.turn)),
+            "code_output_cap": settings.HERMES.get("CODE_OUTPUT_CAP", 50_000),
         }))
+
+
+def with_code_rpc(tool_ctx: ToolContext, *, registry: ToolRegistry, gate) -> ToolContext:
+    """``tool_ctx`` with execute_code's RPC handler: a script's tool calls are validated
+    against ``registry``, decided by ``gate`` (policy_gate's) and run on this context."""
+    extras = dict(tool_ctx.extras)
+    with_rpc = replace(tool_ctx, extras=MappingProxyType(extras))
+    extras["code_rpc"] = code_rpc_handler(registry=registry, gate=gate, ctx=with_rpc)
+    return with_rpc
 
 
 def policy_context_for(*, user, session: Session | None, state=None,
@@ -189,6 +227,8 @@ def policy_gate(ctx, state):
     """gate(call) -> Decision: the one policy function, fed this turn's approval state."""
     policy_ctx = policy_context_for(user=ctx.session.owner, session=ctx.session, state=state,
                                     workspace=ctx.workspace, unattended=ctx.turn.unattended)
+    answered = frozenset(clarify_answers(turn=ctx.turn))
+    unattended = turn_unattended(ctx.session, ctx.turn)  # nobody to answer a clarify
 
     def gate(call: ToolCall) -> Decision:
         # Rules are per tool: an "always" grant for one tool never covers another.
@@ -202,7 +242,8 @@ def policy_gate(ctx, state):
         if decision.rule == "always_rule":
             _count_rule_hit(call, call_ctx, state)
         _audit_unasked(ctx.session, call, decision)
-        return decision
+        # An unanswered question waits like an approval (agents/tools/clarify.py).
+        return clarify_gate(call, decision, answered=call.id in answered, unattended=unattended)
 
     return gate
 
@@ -263,6 +304,9 @@ def user_message_for(session: Session, turn: Turn, workspace: Path) -> AgentMess
     """The user message a queued turn becomes. ``/skill-name args`` expands to the skill's
     scaffold plus the arguments (the builder registers the scaffold as a stable prefix), kept
     as sent_content so replay is byte-exact while the chat shows what the user typed."""
+    built = turn_input_built(turn)
+    if built is not None:
+        return built
     text = turn.input_text
     if turn.kind == "skill":
         parsed = parse_skill_command(text, skills_for(workspace))

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from sessions import views
+from sessions import tool_views, views
 
 urlpatterns = [
     path("", views.session_list_view, name="session_list"),
@@ -21,4 +21,11 @@ urlpatterns = [
     path("sessions/<int:session_id>/export.json", views.session_export_view,
          name="session_export"),
     path("search/", views.search_view, name="search"),
+    # issue 13: memory page, todo panel, clarify questions (sessions/tool_views.py)
+    path("memory/", tool_views.memory_view, name="memory"),
+    path("sessions/<int:session_id>/todo/", tool_views.todo_panel_view, name="todo_panel"),
+    path("sessions/<int:session_id>/clarify/<int:question_id>/", tool_views.clarify_card_view,
+         name="clarify_card"),
+    path("sessions/<int:session_id>/clarify/<int:question_id>/answer/",
+         tool_views.clarify_answer_view, name="clarify_answer"),
 ]

@@ -124,6 +124,7 @@
     if (frame.session_id !== sessionId) return;
     if (typeof frame.seq !== "number" || frame.seq <= lastSeq) return;
     lastSeq = frame.seq;
+    document.dispatchEvent(new CustomEvent("hermes:event", { detail: frame }));  /* todo.js, clarify.js */
     var follow = nearBottom();
     var payload = frame.payload || {};
     if (frame.type === "text.delta") {

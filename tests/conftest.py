@@ -15,6 +15,23 @@ def _no_embedded_cli_worker(settings):
 
 
 @pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    """pytest-django's test database, and before it is dropped: end this database's other
+    PostgreSQL backends. Connections persist (CONN_MAX_AGE), also in the worker threads
+    the websocket consumer reads from (sessions/consumers.py), and only a thread can close
+    its own; DROP DATABASE fails while any is connected. By then every worker and daphne
+    process a test started has been stopped."""
+    yield
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+                       "datname = current_database() AND pid <> pg_backend_pid()")
+
+
+@pytest.fixture(scope="session")
 def simulator():
     """A running provider simulator (agents/simulator/), shared by the test session."""
     from agents.simulator import SimulatorServer

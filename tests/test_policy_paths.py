@@ -105,7 +105,13 @@ def test_execute_call_is_used_only_by_the_dispatcher():
                     if isinstance(node, (ast.Name, ast.Attribute, ast.alias))
                     and "execute_call" in (getattr(node, "id", None), getattr(node, "attr", None),
                                            getattr(node, "name", None))})
-    assert users == ["agents/tools/dispatch.py"]
+    # execute_code's RPC (a script's tool calls) runs tools too, after the same gate.
+    assert users == ["agents/tools/code_rpc.py", "agents/tools/dispatch.py"]
+    rpc = app_modules()["agents/tools/code_rpc.py"]
+    order = [called_name(c) for c, funcs, _ in calls_with_scope(rpc)
+             if funcs == ("code_rpc_handler", "handle")
+             and called_name(c) in ("gate", "execute_call")]
+    assert order == ["gate", "execute_call"], order
 
 
 def test_dispatch_is_called_only_by_the_runner_and_always_with_the_policy_gate():

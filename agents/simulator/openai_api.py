@@ -4,7 +4,10 @@ Same flow as the Anthropic module in the OpenAI wire shape: ``data: {chunk}`` li
 deltas addressed by index, an optional final usage chunk (``stream_options.include_usage``),
 then ``data: [DONE]``. Usage follows OpenAI: ``prompt_tokens`` includes
 ``prompt_tokens_details.cached_tokens``. Caching is automatic (every prefix boundary is looked
-up; writes are not reported). HTTP plumbing is ``agents.simulator.server``.
+up; writes are not reported), unless the body carries ``cache_control`` content parts: then it
+answers as an envelope gateway in front of Anthropic does (explicit breakpoints, at most 4,
+the 20-block lookback, writes reported as ``prompt_tokens_details.cache_write_tokens``).
+HTTP plumbing is ``agents.simulator.server``.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import json
 from typing import Any
 
 from agents.simulator.faults import Fault, http_fault, openai_error_body
-from agents.simulator.prefix import openai_blocks
+from agents.simulator.prefix import has_envelope_markers, openai_blocks
 from agents.simulator.script import Reply, ScriptRequest
 from agents.simulator.state import RecordedRequest, SimulatorState
 from agents.simulator.validation import RequestRejected, check_context_openai, validate_openai
@@ -68,6 +71,14 @@ def handle_chat(state: SimulatorState, io: WireIO, body: Any) -> None:
         reject(answer[0], answer[2], answer[1], fault)
         return
     blocks = openai_blocks(body)
+    explicit = has_envelope_markers(body)
+    if explicit and sum(1 for b in body["messages"] for p in (
+            b.get("content") if isinstance(b.get("content"), list) else ())
+            if isinstance(p, dict) and "cache_control" in p) > 4:
+        reject(400, openai_error_body("A maximum of 4 blocks with cache_control may be "
+                                      "provided. Found more.", "invalid_request_error",
+                                      None, None), {})
+        return
     prompt_tokens = sum(b.tokens for b in blocks)
     try:
         check_context_openai(prompt_tokens, window)
@@ -87,11 +98,15 @@ def handle_chat(state: SimulatorState, io: WireIO, body: Any) -> None:
     limit = body.get("max_completion_tokens", body.get("max_tokens"))
     prepared = prepare_reply(reply, max_tokens=int(limit) if limit is not None else None,
                              id_prefix=f"call_sim_{number:04d}")
-    outcome = state.cache.process(blocks, namespace=f"openai:{model}", lookback=len(blocks))
+    outcome = state.cache.process(blocks, namespace=f"openai:{model}",
+                                  lookback=None if explicit else len(blocks))
     cached = outcome.cache_read_input_tokens
+    details: dict[str, int] = {"cached_tokens": cached, "audio_tokens": 0}
+    if explicit:
+        details["cache_write_tokens"] = outcome.cache_creation_input_tokens
     usage = {"prompt_tokens": prompt_tokens, "completion_tokens": prepared.output_tokens,
              "total_tokens": prompt_tokens + prepared.output_tokens,
-             "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
+             "prompt_tokens_details": details,
              "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0}}
     state.record(RecordedRequest(endpoint="openai", body=body, status=200, usage=usage,
                                  clock=now, fault=fault.kind if fault else None,

@@ -103,35 +103,59 @@ def anthropic_blocks(body: dict[str, Any]) -> list[CacheBlock]:
     return blocks
 
 
+def has_envelope_markers(body: dict[str, Any]) -> bool:
+    """True when a chat-completions body carries ``cache_control`` on content parts (an
+    envelope gateway in front of Anthropic: explicit caching instead of automatic)."""
+    for message in body.get("messages") or []:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list) and any(isinstance(p, dict) and "cache_control" in p
+                                             for p in content):
+            return True
+    return False
+
+
 def openai_blocks(body: dict[str, Any]) -> list[CacheBlock]:
-    """Canonical blocks of a chat-completions body; the last block carries an implicit 5m
-    breakpoint because OpenAI caches every prompt automatically."""
+    """Canonical blocks of a chat-completions body. Automatic (OpenAI): the last block
+    carries an implicit 5m breakpoint because OpenAI caches every prompt. Envelope (the body
+    has ``cache_control`` parts, ``has_envelope_markers``): only the marked parts are
+    breakpoints, and, as the gateways do, a marker on an assistant message that is only
+    tool calls or on a tool message is dropped (hermes-facts §3). A string content and a
+    one-text-part list hash the same (the gateway converts both to one text block), so a
+    part that gains or loses a marker never changes the prefix."""
+    explicit = has_envelope_markers(body)
     blocks: list[CacheBlock] = []
     for tool in body.get("tools") or []:
         blocks.append(CacheBlock(data=canonical(["tool", tool]),
                                  tokens=count_tokens(canonical(tool).decode())))
     for message in body.get("messages") or []:
         role = message.get("role")
-        units: list[tuple[Any, int]] = []
+        units: list[tuple[Any, int, str | None]] = []
         content = message.get("content")
+        honoured = explicit and role in ("system", "user") or (
+            explicit and role == "assistant" and bool(content))
         if isinstance(content, str) and content:
-            units.append((content, count_tokens(content)))
+            units.append((content, count_tokens(content), None))
         elif isinstance(content, list):
             for part in content:
                 tokens = IMAGE_TOKENS if part.get("type") == "image_url" else \
                     count_tokens(str(part.get("text", "")))
-                units.append((part, tokens))
+                unit = (part.get("text") if part.get("type") == "text"
+                        and isinstance(part.get("text"), str) else _strip_marker(part))
+                units.append((unit, tokens, _ttl(part) if honoured else None))
         for call in message.get("tool_calls") or []:
             function = call.get("function") or {}
             units.append((call, TOOL_BLOCK_OVERHEAD_TOKENS
                           + count_tokens(str(function.get("name", "")))
-                          + count_tokens(str(function.get("arguments", "")))))
+                          + count_tokens(str(function.get("arguments", ""))), None))
         if not units:
-            units.append(("", 0))
-        for i, (unit, tokens) in enumerate(units):
+            units.append(("", 0, None))
+        for i, (unit, tokens, ttl) in enumerate(units):
             extra = [message.get("tool_call_id")] if role == "tool" else []
             blocks.append(CacheBlock(data=canonical([role, i == 0, unit, *extra]),
-                                     tokens=tokens + (MESSAGE_OVERHEAD_TOKENS if i == 0 else 0)))
+                                     tokens=tokens + (MESSAGE_OVERHEAD_TOKENS if i == 0 else 0),
+                                     ttl=ttl))
+    if explicit:
+        return blocks
     if blocks:
         last = blocks[-1]
         blocks[-1] = CacheBlock(data=last.data, tokens=last.tokens, ttl="5m")

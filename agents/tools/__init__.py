@@ -10,6 +10,7 @@ Whether a call may run at all is not decided here (agents/policy.py).
 from __future__ import annotations
 
 import os
+from contextvars import ContextVar
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,6 +67,11 @@ class ToolContext:
             object.__setattr__(self, "spill_dir", workspace / ".hermes" / "spill")
 
 
+CURRENT_CALL_ID: ContextVar[str] = ContextVar("hermes_current_call_id", default="")
+"""The id of the tool call being run (set by the dispatcher around ``Tool.run``): a tool
+whose answer was stored per call (clarify) finds it by id."""
+
+
 class Tool(Protocol):
     """One tool the model can call.
 
@@ -86,5 +92,5 @@ class Tool(Protocol):
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput: ...
 
 
-__all__ = ["Access", "PathScope", "Tool", "ToolContext", "ToolOutput",
+__all__ = ["CURRENT_CALL_ID", "Access", "PathScope", "Tool", "ToolContext", "ToolOutput",
            "DEFAULT_CONTEXT_WINDOW"]

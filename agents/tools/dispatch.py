@@ -22,7 +22,7 @@ from agents.errors import LeaseLost, ToolError, TurnInterrupted
 from agents.messages import Message, ToolCall, tool_result
 from agents.policy import Decision
 from agents.steer import STEERED_RESULT
-from agents.tools import PathScope, Tool, ToolContext, ToolOutput
+from agents.tools import CURRENT_CALL_ID, PathScope, Tool, ToolContext, ToolOutput
 from agents.tools.registry import ToolRegistry, check_arguments
 from agents.tools.workspace import overlaps
 
@@ -251,7 +251,11 @@ def dispatch_tool_calls(
 
 def _run(prep: _Prepared, ctx: ToolContext) -> ToolOutput:
     assert prep.tool is not None
-    return execute_call(prep.tool, prep.args, ctx)
+    token = CURRENT_CALL_ID.set(prep.call.id)
+    try:
+        return execute_call(prep.tool, prep.args, ctx)
+    finally:
+        CURRENT_CALL_ID.reset(token)
 
 
 class _LazyPool:

@@ -27,16 +27,12 @@ from agents.transports.errors import (PROVIDER_ERRORS, ClassifiedError, Failover
                                       StreamIncomplete)
 from agents.transports.retry import (RetryPolicy, TextTap, call_with_retries,
                                      name_interrupted_call)
+from agents.transports.markers import cache_control, scaffold_split
 from agents.transports.usage import merge_anthropic_stream_usage, usage_from_anthropic
 
 EMPTY_TEXT = "(empty)"
 """Sent in place of a message that would otherwise be empty (the API rejects empty content;
 case B17). Deterministic so the bytes stay stable."""
-
-
-def cache_control(ttl: str) -> dict[str, str]:
-    """The marker for one breakpoint: 5m is the default TTL, so only 1h is spelled out."""
-    return {"type": "ephemeral", "ttl": "1h"} if ttl == "1h" else {"type": "ephemeral"}
 
 
 def tool_input(call: ToolCall) -> dict[str, Any]:
@@ -46,19 +42,6 @@ def tool_input(call: ToolCall) -> dict[str, Any]:
         return call.parsed_arguments()
     except ValueError:
         return {"_invalid_arguments": call.arguments}
-
-
-def _split(message: Message, mark: Breakpoint | None) -> int | None:
-    """The char offset where a user message splits into [scaffold, tail]: its
-    ``stable_prefix_len`` (stored, so the same on every request), else the planner's
-    ``split_at``; None when either part would be blank (the API rejects blank blocks)."""
-    split = message.stable_prefix_len
-    if split is None and mark is not None:
-        split = mark.split_at
-    text = message.wire_text
-    if split is None or not 0 < split < len(text):
-        return None
-    return split if text[:split].strip() and text[split:].strip() else None
 
 
 def _message_blocks(message: Message, mark: Breakpoint | None) -> list[dict[str, Any]]:
@@ -82,7 +65,7 @@ def _message_blocks(message: Message, mark: Breakpoint | None) -> list[dict[str,
                    for c in message.tool_calls]
         blocks = blocks or [{"type": "text", "text": EMPTY_TEXT}]
     else:
-        split = _split(message, mark)
+        split = scaffold_split(message, mark)
         if split is not None:
             blocks = [{"type": "text", "text": text[:split]},
                       {"type": "text", "text": text[split:]}]

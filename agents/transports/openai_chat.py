@@ -2,8 +2,12 @@
 
 One wire shape for OpenAI, OpenRouter, vLLM, Ollama and llama.cpp's server (the profile
 gives the ``.../v1`` root). Usage is requested in the stream (``stream_options``), since
-without it a streamed reply carries none (case B28). No cache markers: this route does not
-take them (style.md Part 3 §6). Replays ``Message.wire_text`` byte-exact, never reasoning.
+without it a streamed reply carries none (case B28). Cache markers only on envelope routes
+(``profile.envelope_markers``: OpenRouter-style gateways carry Anthropic's ``cache_control``
+on content parts, issue 15 item 5); there system, user and assistant-text content is ALWAYS
+sent as text parts, marked or not, so a marker that moves never changes the bytes the cache
+hashed. Plain OpenAI-compatible routes get no markers (automatic caching). Replays
+``Message.wire_text`` byte-exact, never reasoning.
 
 Not here: Anthropic's wire shape (anthropic_messages.py), failure classification
 (errors.py), retries (retry.py).
@@ -18,10 +22,11 @@ from typing import Any
 import httpx
 
 from agents.errors import TurnCancelled
-from agents.messages import Message, ModelRequest, ModelResponse, ToolCall
+from agents.messages import Breakpoint, Message, ModelRequest, ModelResponse, ToolCall
 from agents.providers import ProviderProfile
 from agents.transports.errors import (PROVIDER_ERRORS, ProviderHTTPError, StreamErrorEvent,
                                       StreamIncomplete)
+from agents.transports.markers import cache_control, scaffold_split
 from agents.transports.retry import (RetryPolicy, TextTap, call_with_retries,
                                      name_interrupted_call)
 from agents.transports.usage import usage_from_openai
@@ -59,6 +64,51 @@ def render_message(message: Message) -> dict[str, Any]:
              "function": {"name": c.name, "arguments": wire_arguments(c)}}
             for c in message.tool_calls]}
     return {"role": "user", "content": text or EMPTY_TEXT}
+
+
+def _parts(texts: list[str], marked: int | None, ttl: str) -> list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = [{"type": "text", "text": t} for t in texts]
+    if marked is not None:
+        parts[marked]["cache_control"] = cache_control(ttl)
+    return parts
+
+
+def render_envelope_message(message: Message, mark: Breakpoint | None) -> dict[str, Any]:
+    """One stored message on an envelope route: user and assistant text as text parts (a
+    user message with a stable prefix always as [scaffold, tail], the marker on the scaffold
+    when the planner set ``split_at``), ``mark`` on the last part. Tool messages and an
+    assistant message that is only tool calls carry no marker (the route drops them; the
+    planner never puts one there), so they render as on plain routes."""
+    base = render_message(message)
+    if message.role == "tool" or (message.role == "assistant" and base["content"] is None):
+        return base
+    ttl = mark.ttl if mark is not None else "5m"
+    if message.role == "user":
+        split = scaffold_split(message, mark)
+        if split is not None:
+            text = message.wire_text
+            at = None if mark is None else (0 if mark.split_at is not None else 1)
+            return {**base, "content": _parts([text[:split], text[split:]], at, ttl)}
+    return {**base, "content": _parts([base["content"]], 0 if mark else None, ttl)}
+
+
+def render_envelope_system(system: str, stable_len: int | None,
+                           points: tuple[Breakpoint, ...]) -> dict[str, Any]:
+    """The system message on an envelope route: [stable tier, rest] text parts when both
+    are non-blank, else one part; "system_stable" marks the first, "system" the last (one
+    marker, 1h if either asked for it, when both land on one part)."""
+    texts = [system] if stable_len is None else [system[:stable_len], system[stable_len:]]
+    if not all(t.strip() for t in texts):
+        texts = [system]
+    parts = _parts(texts, None, "5m")
+    ttls: dict[int, str] = {}
+    for point in points:
+        if point.target in ("system_stable", "system"):
+            position = 0 if point.target == "system_stable" else len(parts) - 1
+            ttls[position] = "1h" if "1h" in (point.ttl, ttls.get(position)) else point.ttl
+    for position, ttl in ttls.items():
+        parts[position]["cache_control"] = cache_control(ttl)
+    return {"role": "system", "content": parts}
 
 
 def merge_same_role(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -108,9 +158,17 @@ class OpenAIChatTransport:
     def build_payload(self, request: ModelRequest) -> dict[str, Any]:
         """The exact JSON body ``complete`` posts: model, messages (system first), the output
         cap under the profile's field name, tools (only when there are some), stream and
-        stream_options. Breakpoints are ignored on this route."""
-        messages = [{"role": "system", "content": request.system}] if request.system else []
-        rendered = [render_message(m) for m in request.messages]
+        stream_options. Breakpoints become ``cache_control`` parts on envelope routes only."""
+        if self.profile.envelope_markers:
+            marks = {b.index: b for b in request.breakpoints if b.target == "message"}
+            messages = ([render_envelope_system(request.system, request.stable_len,
+                                                request.breakpoints)]
+                        if request.system else [])
+            rendered = [render_envelope_message(m, marks.get(i))
+                        for i, m in enumerate(request.messages)]
+        else:
+            messages = [{"role": "system", "content": request.system}] if request.system else []
+            rendered = [render_message(m) for m in request.messages]
         messages += merge_same_role(rendered) if self.profile.strict_alternation else rendered
         payload: dict[str, Any] = {"model": request.model or self.model, "messages": messages,
                                    self.profile.max_tokens_field: request.max_tokens}

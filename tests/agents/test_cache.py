@@ -31,6 +31,7 @@ class Caps:
     supports_1h_ttl: bool = True
     max_breakpoints: int = 4
     drops_markers_on_tool_only_assistant: bool = False
+    marks_tool_messages: bool = True
 
 
 NATIVE = Caps()

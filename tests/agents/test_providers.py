@@ -20,7 +20,9 @@ def test_every_required_profile_is_built_in_with_a_known_transport():
         assert not profile.base_url.endswith("/")
         if profile.transport == "openai_chat":
             assert profile.base_url.endswith("/v1"), profile.name
-            assert not profile.supports_caching, "this transport renders no markers"
+            # This transport renders markers only as envelope parts (issue 15 item 5).
+            assert profile.supports_caching == profile.envelope_markers, profile.name
+            assert not profile.envelope_markers or not profile.marks_tool_messages
         if profile.supports_caching:
             assert 1 <= profile.max_breakpoints <= 4
 

@@ -81,6 +81,24 @@ EXPECTED: dict[str, Expect] = {
     "turn_budget_resume": Expect(method="POST", owner=302, other=404, admin=404),
     # a team's approval policy: its admins only (a plain member sees a 404 too)
     "team_settings": Expect(method="GET", owner=404, other=404, admin=200),
+    # schedules and webhooks (issue 12): the owner's alone; a team admin sees the session
+    # and its turns, not the member's schedules or webhook secrets
+    "schedule_list": Expect(method="GET", owner=200, other=200, admin=200),
+    "schedule_preview": Expect(method="GET", owner=200, other=200, admin=200),
+    "schedule_detail": Expect(method="GET", owner=200, other=404, admin=404),
+    "schedule_action": Expect(method="POST", owner=302, other=404, admin=404),
+    "webhook_list": Expect(method="GET", owner=200, other=200, admin=200),
+    "webhook_detail": Expect(method="GET", owner=200, other=404, admin=404),
+    "webhook_action": Expect(method="POST", owner=302, other=404, admin=404),
+    # the inbound URL needs no login: its signature is the authentication (none here: 400)
+    "webhook_inbound": Expect(method="POST", owner=400, other=400, admin=400, anon=400),
+    # issue 13: memory is everyone's own page; the todo panel and a clarify question read
+    # like the session (owner, team admin); only the owner answers a question
+    "memory": Expect(method="GET", owner=200, other=200, admin=200),
+    "todo_panel": Expect(method="GET", owner=200, other=404, admin=200),
+    "clarify_card": Expect(method="GET", owner=200, other=404, admin=200),
+    "clarify_answer": Expect(method="POST", owner=302, other=404, admin=404,
+                             data={"answer": "matrix"}),
 }
 WEBSOCKET_EXPECTED = {
     # route pattern → per actor: True (accepted) or the close code.
@@ -130,15 +148,32 @@ def walk(resolver=None, prefix: str = "", namespace: tuple[str, ...] = ()) -> li
 
 @pytest.fixture
 def world(people, session_a, session_b, ask):
-    """Alice's and bob's objects: a session, a pending approval, an "always" rule each."""
+    """Alice's and bob's objects: a session, a pending approval, an "always" rule, a schedule
+    and a webhook each."""
+    from schedules.services import schedule_create
+    from webhooks.services import webhook_create
+
     objects = {}
     for owner, (session, turn) in (("alice", session_a), ("bob", session_b)):
         rule_source = ask(session, turn, command=f"make deploy-{owner}")
         approval_decide(user=people[owner], approval_id=rule_source.pk, choice="always")
+        from sessions.models import ClarifyQuestion
+
+        question = ClarifyQuestion.objects.create(session=session, turn=turn,
+                                                  tool_call_id=f"q-{owner}", question="Which?")
         objects[owner] = {"session_id": session.pk, "approval_id": ask(session, turn).pk,
                           "rule_id": ApprovalRule.objects.get(user=people[owner]).pk,
-                          "team_id": session.team_id}
+                          "team_id": session.team_id, "question_id": question.pk}
+        schedule = schedule_create(user=people[owner], name="m", prompt="p", kind="cron",
+                                   cron_expression="0 * * * *", target="session",
+                                   session=session)
+        hook = webhook_create(user=people[owner], session=session, name="m")
+        objects[owner].update(schedule_id=schedule.pk, webhook_id=hook.pk, token=hook.token)
     return objects
+
+
+STR_KWARGS = {"schedule_action": {"action": "pause"}, "webhook_action": {"action": "rotate"}}
+"""Sample values of the routes' str kwargs (the webhook token comes from ``world``)."""
 
 
 def _url(route: Route, ids: dict[str, int]) -> str:
@@ -147,6 +182,10 @@ def _url(route: Route, ids: dict[str, int]) -> str:
         if route.name.startswith(ADMIN_NAMESPACE + ":"):
             kwargs[name] = ADMIN_KWARGS.get(name, str(ids["approval_id"]))
         elif kind == "int" and name in ids:
+            kwargs[name] = ids[name]
+        elif kind == "str" and name in STR_KWARGS.get(route.name, {}):
+            kwargs[name] = STR_KWARGS[route.name][name]
+        elif kind == "str" and name in ids:
             kwargs[name] = ids[name]
         else:
             raise AssertionError(f"route {route.name} ({route.route}): no sample value for "
@@ -254,9 +293,9 @@ def test_staff_reach_the_django_admin(make_user, world):
 
 def test_other_users_and_unknown_ids_look_the_same(people, world):
     """A 404 for another team's object is indistinguishable from a missing one."""
-    missing = {k: v + 10_000 for k, v in world["alice"].items()}
+    missing = {k: v + 10_000 if isinstance(v, int) else v for k, v in world["alice"].items()}
     for route in walk():
-        if route.name not in EXPECTED or not route.kwargs:
+        if route.name not in EXPECTED or not any(kind == "int" for _, kind in route.kwargs):
             continue
         row = EXPECTED[route.name]
         foreign = _request(people["bob"], row.method, _url(route, world["alice"]), row.data)

@@ -9,6 +9,7 @@ import asyncio
 import json
 import random
 import time
+from collections import Counter
 
 import pytest
 import websockets
@@ -57,6 +58,7 @@ class SocketClient:
         self.reconnects = 0
         self.errors: list[str] = []
         self.socket = None
+        self.opened_at = 0.0  # time.monotonic() of the last completed handshake
 
     async def drop(self) -> None:
         """The network goes away under the client (a phone in a tunnel)."""
@@ -75,6 +77,7 @@ class SocketClient:
                 async with websockets.connect(self.url, additional_headers=self.headers,
                                               open_timeout=10) as ws:
                     self.socket = ws
+                    self.opened_at = time.monotonic()
                     await ws.send(json.dumps({"type": "hello", "last_seq": self.last_seq}))
                     if on_open is not None:
                         await on_open(ws)
@@ -95,7 +98,7 @@ class SocketClient:
                             return
             except (OSError, asyncio.TimeoutError,
                     websockets.exceptions.WebSocketException) as exc:
-                self.errors.append(type(exc).__name__)
+                self.errors.append(f"{type(exc).__name__}: {str(exc)[:60]}")
                 self.reconnects += 1
                 attempt += 1
                 # static/chat.js's backoff: exponential, capped at 30 s, jittered by half,
@@ -180,8 +183,6 @@ def test_100_clients_reconnecting_at_once_each_get_exactly_what_they_missed(
     try:
         asyncio.run(everyone())
     except BaseException:
-        from collections import Counter
-
         print(Counter(e for c in clients for e in c.errors), [c.last_seq for c in clients])
         print(stack["web"].output()[-3000:])
         raise
@@ -189,6 +190,12 @@ def test_100_clients_reconnecting_at_once_each_get_exactly_what_they_missed(
     for index, client in enumerate(clients):
         assert client.seqs == stored[index % len(stored):]
     retries = sum(c.reconnects for c in clients)
-    assert retries <= 8 * len(clients)  # the backoff is honoured: no reconnect storm
+    opened = sorted(c.opened_at - started for c in clients)
+    errors = Counter(e for c in clients for e in c.errors).most_common(4)
+    # Fewer than one retry per client: daphne takes the handshakes as they come. Before the
+    # logins ran off daphne's one database thread, 2-4 handshakes per client were dropped
+    # at its 5 s connect timeout (185-405 retries, 20-52 s on this host).
+    assert retries < len(clients), errors
     print(f"\nRECOVERY 100-clients-reconnect: all caught up in {elapsed:.1f} s "
-          f"({retries} connection retries)")
+          f"(handshakes done: median {opened[len(opened) // 2]:.1f} s, last "
+          f"{opened[-1]:.1f} s; {retries} connection retries {errors})")

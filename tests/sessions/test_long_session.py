@@ -175,8 +175,9 @@ def test_breaker_trips_on_an_incompressible_session_and_recovers_after_probation
     monkeypatch.setattr(sessions.context, "breaker_clock_id", "stepped-test-clock")
     home = settings.HERMES["HOME"]
     home.mkdir(parents=True, exist_ok=True)
-    # An identity so large that the system prompt alone sits over the threshold.
-    (home / "SOUL.md").write_text("You are a careful agent. " * 1_900)
+    # An identity so large that the system prompt alone sits over the threshold (1,750
+    # repeats: 1,900 before the issue-13 tool schemas added ~800 tokens to the floor).
+    (home / "SOUL.md").write_text("You are a careful agent. " * 1_750)
     session = session_create(user=user)
     write_files(session)
     automatic = RunEvent.objects.filter(session=session, type="compaction",

@@ -1,0 +1,41 @@
+"""Template tags that put the issue-13 panels on the chat page with one line each
+(``{% todo_panel session %}``, ``{% clarify_cards session %}``), so the page's view needs
+no change; the same context builders serve the partials' own views."""
+
+from __future__ import annotations
+
+from django import template
+
+from sessions.models import ClarifyQuestion, Session
+from sessions.tool_state import todo_items
+
+register = template.Library()
+
+
+def todo_context(session: Session) -> dict:
+    """{"session_id", "items", "done"} for sessions/_todo_panel.html."""
+    items = todo_items(session_id=session.pk)
+    return {"session_id": session.pk, "items": items,
+            "done": sum(1 for i in items if i.get("status") == "completed")}
+
+
+def clarify_context(question: ClarifyQuestion, *, can_answer: bool, error: str = "") -> dict:
+    """{"q", "can_answer", "error"} for sessions/_clarify.html."""
+    return {"q": question, "can_answer": can_answer, "error": error}
+
+
+@register.inclusion_tag("sessions/_todo_panel_page.html")
+def todo_panel(session: Session) -> dict:
+    return todo_context(session)
+
+
+@register.inclusion_tag("sessions/_clarify_list.html", takes_context=True)
+def clarify_cards(context, session: Session) -> dict:
+    """The session's pending questions (the owner can answer them); an answered question
+    lives on as its tool card's result ("The user answered: ...")."""
+    user = context.get("user")
+    can_answer = user is not None and session.owner_id == getattr(user, "pk", None)
+    questions = ClarifyQuestion.objects.filter(
+        session=session, state=ClarifyQuestion.State.PENDING).order_by("id")
+    return {"cards": [clarify_context(q, can_answer=can_answer) for q in questions],
+            "csrf_token": context.get("csrf_token")}

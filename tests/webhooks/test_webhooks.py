@@ -1,0 +1,197 @@
+"""Inbound webhooks through Django's test client with CSRF enforced: a good signature makes
+an unattended turn built from the registered scaffold plus the payload (run through the real
+runner and simulator); a bad signature, a stale timestamp, an oversized or non-JSON body are
+4xx and store nothing but the bounded rejection log; a repeated delivery id runs nothing; the
+per-webhook rate limit answers 429; the owner's pages create, rotate and delete, and nobody
+else can see them."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from django.test import Client
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agents.webhook_signature import sign, verify
+from sessions.models import Message, Turn
+from sessions.services import session_create
+from sessions.tasks import turn_run_task
+from webhooks.models import Webhook, WebhookDelivery
+from webhooks.services import webhook_create
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def alice(make_user, hermes_settings):
+    hermes_settings.HERMES = {**hermes_settings.HERMES, "RETRY_BASE_DELAY": 0.01,
+                              "BACKEND": "local"}
+    return make_user("alice")
+
+
+@pytest.fixture
+def hook(alice):
+    session = session_create(user=alice)
+    return webhook_create(user=alice, session=session, name="ci",
+                          instructions="Triage the failed build described below.")
+
+
+def post(hook, body: bytes, *, secret=None, ts=None, delivery="d-1", signature=None,
+         client=None):
+    ts = str(int(time.time()) if ts is None else ts)
+    headers = {"HTTP_X_HERMES_TIMESTAMP": ts, "HTTP_X_HERMES_DELIVERY": delivery,
+               "HTTP_X_HERMES_SIGNATURE": signature or sign(secret or hook.secret, ts, body)}
+    client = client or Client(enforce_csrf_checks=True)  # the view is the one CSRF exemption
+    return client.post(f"/hooks/{hook.token}/", data=body, content_type="application/json",
+                       **headers)
+
+
+def test_a_signed_delivery_becomes_an_unattended_turn_with_the_payload_as_the_tail(hook):
+    body = json.dumps({"build": 42, "status": "failed"}).encode()
+    response = post(hook, body)
+    assert response.status_code == 202, response.content
+    delivery = WebhookDelivery.objects.get()
+    assert delivery.outcome == "accepted" and delivery.turn.origin == "webhook"
+    turn_run_task.apply(args=[hook.session_id])
+    delivery.turn.refresh_from_db()
+    assert delivery.turn.status == Turn.Status.COMPLETED, delivery.turn.error
+    message = Message.objects.get(session=hook.session, role="user")
+    scaffold = message.sent_content[:message.stable_prefix_chars]
+    assert scaffold.startswith('<webhook name="ci">\nTriage the failed build')
+    assert message.sent_content[message.stable_prefix_chars:].endswith(body.decode())
+    assert message.content == "[webhook: ci · delivery d-1]"
+    # A second delivery: same scaffold bytes, different tail.
+    assert post(hook, b'{"build": 43}', delivery="d-2").status_code == 202
+    turn_run_task.apply(args=[hook.session_id])
+    second = Message.objects.filter(session=hook.session, role="user").order_by("-id").first()
+    assert second.sent_content[:second.stable_prefix_chars] == scaffold
+
+
+@pytest.mark.parametrize("case, status, reason", [
+    ("bad_signature", 401, "signature does not match"),
+    ("wrong_secret", 401, "signature does not match"),
+    ("stale", 401, "replay window"),
+    ("future", 401, "replay window"),
+    ("no_signature", 401, "X-Hermes-Signature"),
+    ("bad_delivery_id", 400, "X-Hermes-Delivery"),
+    ("not_json", 400, "not UTF-8 JSON"),
+    ("not_utf8", 400, "not UTF-8 JSON"),
+    ("oversized", 413, "limit is 65,536"),
+])
+def test_refused_deliveries_are_4xx_and_store_only_the_log(hook, case, status, reason):
+    body, kwargs = b'{"ok": true}', {}
+    if case == "bad_signature":
+        kwargs["signature"] = "sha256=" + "0" * 64
+    elif case == "wrong_secret":
+        kwargs["secret"] = "whsec_not-the-secret"
+    elif case == "stale":
+        kwargs["ts"] = int(time.time()) - 305
+    elif case == "future":
+        kwargs["ts"] = int(time.time()) + 305
+    elif case == "no_signature":
+        kwargs["signature"] = "nope"
+    elif case == "bad_delivery_id":
+        kwargs["delivery"] = "has spaces"
+    elif case == "not_json":
+        body = b"build=42&status=failed"
+    elif case == "not_utf8":
+        body = b'{"x": "\xff"}'
+    elif case == "oversized":
+        body = json.dumps({"pad": "x" * 70_000}).encode()
+    response = post(hook, body, **kwargs)
+    assert response.status_code == status
+    assert reason in response.json()["error"]
+    assert not Turn.objects.exists() and not Message.objects.exists()
+    logged = WebhookDelivery.objects.get()
+    assert (logged.outcome, logged.status_code, logged.message_text, logged.turn) == (
+        "rejected", status, "", None)
+
+
+def test_a_tampered_body_with_a_replayed_signature_is_refused(hook):
+    ts = str(int(time.time()))
+    signature = sign(hook.secret, ts, b'{"amount": 1}')
+    response = post(hook, b'{"amount": 1000}', ts=ts, signature=signature)
+    assert response.status_code == 401 and not Turn.objects.exists()
+
+
+def test_a_repeated_delivery_id_runs_nothing_and_unknown_tokens_are_404(hook):
+    assert post(hook, b"{}").status_code == 202
+    again = post(hook, b"{}")
+    assert again.status_code == 200 and again.json()["duplicate"] is True
+    assert Turn.objects.count() == 1
+    assert list(WebhookDelivery.objects.order_by("id").values_list("outcome", flat=True)) == [
+        "accepted", "duplicate"]
+    missing = Client().post("/hooks/not-a-token/", data=b"{}", content_type="application/json")
+    assert missing.status_code == 404
+    assert Client().get(f"/hooks/{hook.token}/").status_code == 405
+
+
+def test_the_rate_limit_answers_429_and_the_rejection_log_is_bounded(hook, settings):
+    settings.WEBHOOKS = {**settings.WEBHOOKS, "RATE_LIMIT": 2, "REJECT_LOG_LIMIT": 3}
+    codes = [post(hook, b"{}", delivery=f"r-{i}").status_code for i in range(4)]
+    assert codes == [202, 202, 429, 429]
+    assert Turn.objects.count() == 2
+    for i in range(5):
+        assert post(hook, b"{}", delivery=f"bad-{i}",
+                    signature="sha256=" + "1" * 64).status_code == 401
+    # 2 rate-limited + 1 bad signature logged, then the log limit (3 per window) holds.
+    assert WebhookDelivery.objects.exclude(outcome="accepted").count() == 3
+
+
+def test_owner_pages_create_rotate_delete_and_nobody_else_sees_them(alice, make_user, login):
+    session = session_create(user=alice)
+    bob = make_user("bob")
+    bobs_session = session_create(user=bob)
+    client = login(alice)
+    refused = client.post("/webhooks/", {"session": bobs_session.pk, "name": "x"})
+    assert refused.status_code == 400 and "Choose one of your sessions" in refused.content.decode()
+    response = client.post("/webhooks/", {"session": session.pk, "name": "deploys",
+                                          "instructions": "Summarise the deploy."})
+    hook = Webhook.objects.get()
+    assert response.status_code == 302
+    page = client.get(f"/webhooks/{hook.pk}/").content.decode()
+    assert hook.secret in page and f"/hooks/{hook.token}/" in page
+    assert hook.secret not in client.get(f"/webhooks/{hook.pk}/").content.decode()  # once
+    old = hook.secret
+    client.post(f"/webhooks/{hook.pk}/rotate/")
+    hook.refresh_from_db()
+    assert hook.secret != old
+    assert post(hook, b"{}", secret=old).status_code == 401
+    assert post(hook, b"{}", delivery="new").status_code == 202
+    page = client.get(f"/webhooks/{hook.pk}/").content.decode()
+    assert "Accepted" in page and "Rejected" in page
+    other = login(bob)
+    assert other.get(f"/webhooks/{hook.pk}/").status_code == 404
+    assert other.post(f"/webhooks/{hook.pk}/rotate/").status_code == 404
+    assert other.post(f"/webhooks/{hook.pk}/delete/").status_code == 404
+    assert "deploys" not in other.get("/webhooks/").content.decode()
+    client = login(alice)
+    client.post(f"/webhooks/{hook.pk}/delete/")
+    assert not Webhook.objects.exists()
+
+
+@given(secret=st.text(min_size=1, max_size=40), body=st.binary(max_size=200),
+       flip=st.integers(min_value=0, max_value=63))
+def test_any_changed_signature_digit_is_refused(secret, body, flip):
+    ts = "1700000000"
+    good = sign(secret, ts, body)
+    assert verify(secret=secret, timestamp=ts, signature=good, delivery_id="d", body=body,
+                  now=1700000000).ok
+    digits = list(good[len("sha256="):])
+    digits[flip] = "0" if digits[flip] != "0" else "1"
+    bad = "sha256=" + "".join(digits)
+    assert not verify(secret=secret, timestamp=ts, signature=bad, delivery_id="d", body=body,
+                      now=1700000000).ok
+
+
+@given(skew=st.integers(min_value=-10_000, max_value=10_000))
+def test_the_replay_window_is_five_minutes_either_side(skew):
+    ts, body = "1700000000", b"{}"
+    verdict = verify(secret="s", timestamp=ts, signature=sign("s", ts, body), delivery_id="d",
+                     body=body, now=1700000000 + skew)
+    assert verdict.ok is (abs(skew) <= 300)
+    if not verdict.ok:
+        assert (verdict.status, "replay window" in verdict.reason) == (401, True)
