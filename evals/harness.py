@@ -37,8 +37,10 @@ from approvals.models import ApprovalRequest
 from approvals.services import approval_decide, approval_expire_due
 from evals.reference_agent import reference_policy
 from evals.spec import Observation, Task, grade
+from schedules.services import schedule_create, schedule_fire
 from sessions import toolbox
-from sessions.models import Message, RunEvent, Session, Turn, UsageRecord
+from sessions.clarify import clarify_answer
+from sessions.models import ClarifyQuestion, Message, RunEvent, Session, Turn, UsageRecord
 from sessions.services import session_create, turn_start, turn_steer, workspace_path
 from sessions.tasks import turn_run_task, turn_runnable
 
@@ -163,6 +165,25 @@ def _decide_approvals(task: Task, sessions: list[Session], user, notes: list[str
     return acted
 
 
+def _answer_questions(task: Task, sessions: list[Session], user, notes: list[str]) -> bool:
+    """Answer every pending clarify question of the lineage with the task's [[answers]]
+    (in order; a question past the list is noted and answered "no answer planned")."""
+    acted = False
+    answers = task.data.get("answers", [])
+    for question in ClarifyQuestion.objects.filter(
+            session__in=sessions, state=ClarifyQuestion.State.PENDING).order_by("id"):
+        acted = True
+        asked = ClarifyQuestion.objects.filter(session__in=sessions).exclude(
+            state=ClarifyQuestion.State.PENDING).count()
+        if asked < len(answers):
+            text = str(answers[asked]["text"])
+        else:
+            notes.append(f"unexpected clarify question: {question.question!r}")
+            text = "no answer planned"
+        clarify_answer(user=user, question_id=question.pk, answer=text)
+    return acted
+
+
 def _drive(task: Task, root: Session, user, notes: list[str], budget: dict) -> None:
     """Run every runnable turn of the lineage until the root's last turn is final."""
     for _ in range(MAX_DRIVE_ROUNDS):
@@ -176,6 +197,8 @@ def _drive(task: Task, root: Session, user, notes: list[str], budget: dict) -> N
             continue
         if _decide_approvals(task, sessions, user, notes):
             continue
+        if _answer_questions(task, sessions, user, notes):
+            continue
         last = Turn.objects.filter(session=root).order_by("-id").first()
         if (last is not None and last.status == Turn.Status.BUDGET_BLOCKED
                 and budget and not budget.get("raised")):
@@ -188,9 +211,11 @@ def _drive(task: Task, root: Session, user, notes: list[str], budget: dict) -> N
     notes.append(f"the task did not settle in {MAX_DRIVE_ROUNDS} rounds")
 
 
-def observe(task: Task, root: Session) -> Observation:
-    """Everything the grader needs, read from the database and the workspace."""
-    sessions = _lineage(root)
+def observe(task: Task, root: Session, others: list[Session] = ()) -> Observation:
+    """Everything the grader needs, read from the database and the workspace: the answer,
+    status and files of ``root`` (the last session used); calls, approvals, events and
+    usage of every session of the task (``others`` and all their children too)."""
+    sessions = [s for r in [*others, root] for s in _lineage(r)]
     obs = Observation()
     ws = workspace_path(root)
     for path in sorted(ws.rglob("*")):
@@ -293,7 +318,19 @@ def run_task(task: Task, *, simulator=None, rep: int = 1, policy=reference_polic
             ref["session"] = current
             turn_start(session=current, user=user, text=text)
             _drive(task, current, user, notes, budget)
-        obs = observe(task, current)
+        for index, item in enumerate(task.data.get("schedules", [])):
+            # A schedule appending to the session, fired as beat would fire it (the run is an
+            # unattended turn, origin "schedule"), `fires` times, the clock moved between.
+            schedule = schedule_create(
+                user=user, name=f"eval-{index}", prompt=str(item["prompt"]), kind="interval",
+                interval_seconds=int(item.get("every_seconds", 3600)), target="session",
+                session=current)
+            for _ in range(int(item.get("fires", 1))):
+                if simulator is not None:
+                    simulator.state.clock.advance(int(item.get("every_seconds", 3600)))
+                schedule_fire(schedule_id=schedule.pk, trigger="beat")
+                _drive(task, current, user, notes, budget)
+        obs = observe(task, current, [s for s in sessions.values() if s.pk != current.pk])
         obs.notes += notes
         if simulator is not None:
             with simulator.state.lock:

@@ -25,7 +25,8 @@ requests. Each request is re-read from scratch:
    does not match, or an error result with no capture, ends the task with ``FAILED: ...``
    (what a harness break looks like to the grader).
    ``recall: name:regex`` looks ``name`` up in the history BEFORE the plan (the newest
-   text or tool result that matches): what an earlier turn learned.
+   text or tool result that matches: what an earlier turn learned), then in the system
+   prompt (where memory from earlier sessions appears).
 3. Facts: any visible line ``FACT name = value`` (a user message or a compaction summary)
    defines ``${name}``; captures override facts.
 
@@ -133,6 +134,17 @@ def events_of(endpoint: str, body: dict[str, Any]) -> list[Event]:
         elif role == "user":
             out.append(Event("user", text=content_text(content)))
     return out
+
+
+def system_text(endpoint: str, body: dict[str, Any]) -> str:
+    """The system prompt of the request as text (Anthropic ``system`` string or blocks;
+    the OpenAI system message)."""
+    if endpoint == "anthropic":
+        system = body.get("system") or ""
+        return system if isinstance(system, str) else "\n".join(
+            str(b.get("text", "")) for b in system if isinstance(b, dict))
+    return "\n".join(content_text(m.get("content")) for m in body.get("messages") or []
+                     if m.get("role") == "system")
 
 
 # --- the plan ---------------------------------------------------------------------------
@@ -270,16 +282,16 @@ def decide(endpoint: str, body: dict[str, Any], tool_names: tuple[str, ...]) -> 
             for match in FACT_RE.finditer(event.text):
                 values[match.group(1)] = match.group(2)
     before = events[:plan_at]
-    for name, regex in plan.recalls:  # the newest earlier text that matches
-        for event in reversed(before):
-            texts = [event.text] + [r.text for r in event.results]
-            found = next((m for t in reversed(texts) if (m := re.search(regex, t, re.MULTILINE))),
-                         None)
+    system = system_text(endpoint, body)
+    for name, regex in plan.recalls:  # the newest earlier text that matches, then the prompt
+        for text in [t for e in reversed(before) for t in [*(r.text for r in e.results), e.text]
+                     ] + [system]:
+            found = re.search(regex, text, re.MULTILINE)
             if found is not None:
                 values[name] = found.group(1) if found.groups() else found.group(0)
                 break
         else:
-            return _fail(f"recall: {name} is nowhere in the visible history")
+            return _fail(f"recall: {name} is nowhere in the visible history or the prompt")
     done: set[int] = set()
     tail = events[plan_at + 1:]
     for position, event in enumerate(tail):

@@ -28,6 +28,14 @@ copied into the session's workspace before the first message. ``task.toml``::
     decision = "approve"               # approve | deny | expire
     reason = "..."                     # deny only
 
+    [[answers]]                        # answers to clarify questions, in the order asked
+    text = "staging"
+
+    [[schedules]]                      # after the messages: a schedule appending to the session
+    prompt = "..."; every_seconds = 3600; fires = 2
+
+    provider = "simulator-openai"      # top level: the session's provider (default: Anthropic wire)
+
     [budget]                           # a session budget that stops the turn mid-way
     limit_usd = "0.01"; raise_to_usd = "5"   # then raised, and the turn resumed
 
