@@ -125,6 +125,22 @@ def test_dropping_the_oldest_tool_result_fails_multi_step_tasks(lane, monkeypatc
         print(outcome.task, outcome.failures)
 
 
+def _truncate_tool_results(messages):
+    """Cut every tool result to its first 300 characters (a 'cheaper context' refactor)."""
+    return tuple(replace(m, content=m.wire_text[:300], sent_content=None)
+                 if m.role == "tool" else m for m in messages)
+
+
+def test_truncating_tool_results_fails_the_tasks_that_need_their_tails(lane, monkeypatch):
+    _break(monkeypatch, _truncate_tool_results)
+    outcomes = run(["t03_write_and_run_script", "t07_page_large_file"], lane)
+    assert outcomes["t03_write_and_run_script"].status == "pass"  # short results: unaffected
+    paging = outcomes["t07_page_large_file"]
+    assert paging.status == "fail"
+    assert any("not found in the read_file result" in f for f in paging.failures), \
+        paging.failures
+
+
 # --- the reference agent alone: it reads only the request ----------------------------------
 
 PLAN = """do it
