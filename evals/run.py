@@ -40,6 +40,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from evals import breaks  # noqa: E402  (agents/ only: no Django needed)
+
 NOISE = 0.03
 """Relative difference under which two measurements are the same (3%)."""
 REPS = 3
@@ -212,6 +214,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline", type=Path, default=None,
                         help="compare against this baseline (make eval: evals/baseline.json)")
     parser.add_argument("--write-baseline", action="store_true")
+    parser.add_argument("--break", dest="breakage", default=None,
+                        help="apply a deliberate harness break (evals/breaks.py: "
+                             "reverse-parallel, drop-oldest-result, truncate-results) to show "
+                             "the suite notices it")
     args = parser.parse_args(argv)
     try:
         lane = lane_environment(args.provider)
@@ -245,6 +251,9 @@ def main(argv: list[str] | None = None) -> int:
 
         django.setup()
         call_command("migrate", verbosity=0, interactive=False)
+        if args.breakage:
+            breaks.apply(args.breakage)
+            print(f"HARNESS BREAK APPLIED: {args.breakage} (evals/breaks.py)")
         print(f"hermes task suite: {len(tasks)} tasks x {args.reps} repetitions, lane "
               f"{args.provider}, data dir {tmp}")
         report = run_suite(tasks, reps=args.reps, simulator=simulator,

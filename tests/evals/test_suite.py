@@ -4,18 +4,18 @@ through the real product path, and deliberate harness breaks make tasks fail.
 Each test runs tasks with evals.harness.run_task: session_create, turn_start, the Celery
 task run in-process, the real runner, policy, workspace and tools, and the provider
 simulator over HTTP with the reference agent (evals/reference_agent.py) as its script.
-The breaks patch the request pipeline (agents/request.py RequestPipeline.prepare), the one
-place every request is built, so they stand for a refactor that keeps unit tests green and
-changes what the model sees.
+The breaks (evals/breaks.py) patch the request pipeline (agents/request.py
+RequestPipeline.prepare), the one place every request is built, so they stand for a refactor
+that keeps unit tests green and changes what the model sees.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from agents.request import RequestPipeline
+from evals.breaks import (broken_prepare, drop_oldest_tool_result, reverse_parallel_results,
+                          truncate_tool_results)
 from evals.harness import run_task
 from evals.reference_agent import decide, parse_plan
 from evals.spec import load_tasks
@@ -62,49 +62,12 @@ def test_a_task_whose_tool_is_absent_is_skipped_never_passed(lane):
     assert outcome.status == "skipped: tool mcp_eval_echo not present"
 
 
-def _reverse_tool_runs(messages):
-    """Reverse the order of each run of consecutive tool results (a parallel batch)."""
-    out, run_ = [], []
-    for message in messages:
-        if message.role == "tool":
-            run_.append(message)
-            continue
-        out += reversed(run_)
-        run_ = []
-        out.append(message)
-    return tuple(out + list(reversed(run_)))
-
-
-def _drop_oldest_tool_result(messages):
-    """Remove the oldest tool result and its call (a history that 'forgot' a step)."""
-    tool = next((m for m in messages if m.role == "tool"), None)
-    if tool is None:
-        return tuple(messages)
-    out = []
-    for message in messages:
-        if message is tool:
-            continue
-        if message.role == "assistant" and any(c.id == tool.tool_call_id
-                                               for c in message.tool_calls):
-            calls = tuple(c for c in message.tool_calls if c.id != tool.tool_call_id)
-            message = replace(message, tool_calls=calls)
-        out.append(message)
-    return tuple(out)
-
-
 def _break(monkeypatch, edit):
-    original = RequestPipeline.prepare
-
-    def broken(self, history, *, tools=True):
-        prepared = original(self, history, tools=tools)
-        request = replace(prepared.request, messages=edit(prepared.request.messages))
-        return replace(prepared, request=request)
-
-    monkeypatch.setattr(RequestPipeline, "prepare", broken)
+    monkeypatch.setattr(RequestPipeline, "prepare", broken_prepare(edit))
 
 
 def test_reversing_parallel_results_fails_the_parallel_tasks_only(lane, monkeypatch):
-    _break(monkeypatch, _reverse_tool_runs)
+    _break(monkeypatch, reverse_parallel_results)
     outcomes = run(["t01_find_patch_verify", "t08_parallel_reads_dependent_patch",
                     "t10_parallel_five_reads"], lane)
     assert outcomes["t01_find_patch_verify"].status == "pass"  # one call per step: unaffected
@@ -115,7 +78,7 @@ def test_reversing_parallel_results_fails_the_parallel_tasks_only(lane, monkeypa
 
 
 def test_dropping_the_oldest_tool_result_fails_multi_step_tasks(lane, monkeypatch):
-    _break(monkeypatch, _drop_oldest_tool_result)
+    _break(monkeypatch, drop_oldest_tool_result)
     outcomes = run(["t01_find_patch_verify", "t25_chain_of_ten_files",
                     "t22_resume_after_idle_gap"], lane)
     failed = [name for name, o in outcomes.items() if o.status == "fail"]
@@ -125,14 +88,8 @@ def test_dropping_the_oldest_tool_result_fails_multi_step_tasks(lane, monkeypatc
         print(outcome.task, outcome.failures)
 
 
-def _truncate_tool_results(messages):
-    """Cut every tool result to its first 300 characters (a 'cheaper context' refactor)."""
-    return tuple(replace(m, content=m.wire_text[:300], sent_content=None)
-                 if m.role == "tool" else m for m in messages)
-
-
 def test_truncating_tool_results_fails_the_tasks_that_need_their_tails(lane, monkeypatch):
-    _break(monkeypatch, _truncate_tool_results)
+    _break(monkeypatch, truncate_tool_results)
     outcomes = run(["t03_write_and_run_script", "t07_page_large_file"], lane)
     assert outcomes["t03_write_and_run_script"].status == "pass"  # short results: unaffected
     paging = outcomes["t07_page_large_file"]
