@@ -59,11 +59,13 @@ class Outcome:
     tokens: dict[str, int] = field(default_factory=dict)
     cost_usd: float | None = 0.0
     wall_s: float = 0.0
+    compactions: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {"task": self.task, "status": self.status, "failures": self.failures,
                 "iterations": self.iterations, "tokens": self.tokens,
-                "cost_usd": self.cost_usd, "wall_s": round(self.wall_s, 3)}
+                "cost_usd": self.cost_usd, "wall_s": round(self.wall_s, 3),
+                "compactions": self.compactions}
 
 
 def tools_present() -> set[str]:
@@ -338,7 +340,8 @@ def run_task(task: Task, *, simulator=None, rep: int = 1, policy=reference_polic
         failures = grade(task, obs)
         return Outcome(task=task.id, status="pass" if not failures else "fail",
                        failures=failures, iterations=obs.iterations, tokens=obs.tokens,
-                       cost_usd=obs.cost_usd, wall_s=time.monotonic() - started)
+                       cost_usd=obs.cost_usd, wall_s=time.monotonic() - started,
+                       compactions=obs.events.get("compaction", 0))
     except Exception as error:  # a crash is a failed task, reported, not a dead suite
         return Outcome(task=task.id, status="fail", failures=[f"crashed: {error!r}"],
                        wall_s=time.monotonic() - started)

@@ -99,6 +99,7 @@ def summarise(task_id: str, reps: list[dict[str, Any]]) -> dict[str, Any]:
     return {"task": task_id, "status": status,
             "passes": sum(1 for s in statuses if s == "pass"), "reps_run": len(reps),
             "iterations": _median([r["iterations"] for r in reps]),
+            "compactions": _median([r.get("compactions", 0) for r in reps]),
             "tokens": {b: _median([r["tokens"].get(b, 0) for r in reps]) for b in buckets},
             "cost_usd": mid, "spread": spread, "noisy": spread > NOISE,
             "wall_s": _median([r["wall_s"] for r in reps]),
@@ -129,17 +130,18 @@ def compare(current: dict[str, Any], baseline: dict[str, Any]) -> list[str]:
 
 
 def print_table(rows: list[dict[str, Any]], totals: dict[str, Any]) -> None:
-    header = ("task", "result", "iter", "input", "read", "write", "output", "cost $",
-              "spread", "wall s")
+    header = ("task", "result", "iter", "compact", "input", "read", "write", "output",
+              "cost $", "spread", "wall s")
     cells = []
     for row in rows:
         if row["status"].startswith("skipped"):
-            cells.append((row["task"], row["status"], "", "", "", "", "", "", "", ""))
+            cells.append((row["task"], row["status"], *[""] * 9))
             continue
         t = row["tokens"]
         result = row["status"] if row["status"] == "pass" else (
             f"FAIL {row['passes']}/{row['reps_run']}")
-        cells.append((row["task"], result, f"{row['iterations']:.0f}", f"{t['input']:.0f}",
+        cells.append((row["task"], result, f"{row['iterations']:.0f}",
+                      f"{row['compactions']:.0f}", f"{t['input']:.0f}",
                       f"{t['read']:.0f}", f"{t['write']:.0f}", f"{t['output']:.0f}",
                       f"{row['cost_usd']:.4f}",
                       f"{row['spread']:.1%}" + (" NOISY" if row["noisy"] else ""),
@@ -147,7 +149,7 @@ def print_table(rows: list[dict[str, Any]], totals: dict[str, Any]) -> None:
     t = totals["tokens"]
     cells.append(("TOTAL", f"{totals['passed']}/{totals['graded']} pass, "
                            f"{totals['skipped']} skipped",
-                  f"{totals['iterations']:.0f}", f"{t['input']:.0f}", f"{t['read']:.0f}",
+                  f"{totals['iterations']:.0f}", "", f"{t['input']:.0f}", f"{t['read']:.0f}",
                   f"{t['write']:.0f}", f"{t['output']:.0f}", f"{totals['cost_usd']:.4f}", "",
                   f"{totals['wall_s']:.2f}"))
     widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(header)]
@@ -274,8 +276,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nreport: {args.report}")
     failed = [r["task"] for r in report["tasks"] if r["status"] == "fail"]
     if args.write_baseline:
-        slim = {"lane": report["lane"], "reps": report["reps"], "tasks": [
-            {k: v for k, v in row.items() if k != "reps"} for row in report["tasks"]]}
+        rows = {row["task"]: {k: v for k, v in row.items() if k != "reps"}
+                for row in report["tasks"]}
+        if args.tasks and BASELINE.exists():  # a subset: replace only its rows
+            kept = json.loads(BASELINE.read_text()).get("tasks", [])
+            rows = {**{row["task"]: row for row in kept}, **rows}
+        slim = {"lane": report["lane"], "reps": report["reps"],
+                "tasks": [rows[name] for name in sorted(rows)]}
         BASELINE.write_text(json.dumps(slim, indent=1, default=str) + "\n")
         print(f"baseline written: {BASELINE}")
     if args.baseline is not None:
