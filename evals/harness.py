@@ -20,7 +20,6 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -314,7 +313,8 @@ def run_task(task: Task, *, simulator=None, rep: int = 1, policy=reference_polic
             if gap and simulator is not None:
                 simulator.state.clock.advance(gap)
             if number not in sessions:  # another session of the same user (memory tasks)
-                sessions[number] = session_create(user=user, title=f"eval {task.id} #{rep}.{number}")
+                sessions[number] = session_create(user=user,
+                                                  title=f"eval {task.id} #{rep}.{number}")
                 shutil.copytree(ws, workspace_path(sessions[number]), dirs_exist_ok=True)
             current = sessions[number]
             ref["session"] = current

@@ -46,10 +46,11 @@ copied into the session's workspace before the first message. ``task.toml``::
     faults_fired = 1                   # at least this many injected faults were answered
     [[grade.files]]   path = "x"; exists = true; contains = "..."; equals = "..."; not_contains = ""
     [[grade.answer]]  contains = "..." | regex = "..." | not_contains = "..."
-    [[grade.calls]]   name = "patch"; args = {path = "a.py"}; min = 1; max = 1   (args: substring per key)
+    [[grade.calls]]   name = "patch"; args = {path = "a.py"}; min = 1; max = 1
+                                       # args: each value a substring of that argument
     [[grade.approvals]] match = "rm -rf"; state = "approved" | "denied" | "expired"
     [[grade.events]]  type = "turn.steered"; min = 1
-    [[grade.usage]]   purpose = "summary"; min = 2    (model calls by purpose: turn/summary/finalizer)
+    [[grade.usage]]   purpose = "summary"; min = 2   # model calls by purpose (turn/summary/...)
 """
 
 from __future__ import annotations
