@@ -5,7 +5,7 @@ HOST    ?= 127.0.0.1
 PORT    ?= 8000
 PYTEST_ARGS ?=
 
-.PHONY: run up test test-fast test-embedded bench bench-cache bench-context soak bench-spend bench-delegation bench-schedule install migrate demo-user clean
+.PHONY: run up test test-fast test-embedded bench bench-cache bench-context soak bench-spend bench-delegation bench-schedule eval eval-baseline install migrate demo-user clean
 
 .venv/.installed: requirements.txt
 	python3 -m venv .venv
@@ -79,6 +79,19 @@ bench-spend: install
 ## summaries vs transcripts (PostgreSQL + Redis when DATABASE_URL / REDIS_URL are set)
 bench-delegation: install
 	$(PY) benchmarks/bench_delegation.py
+
+## make eval: the task suite (issue 17, evals/README.md), every task x3 on the reference lane,
+## compared with evals/baseline.json (exit 1 on a failed or regressed task). PROVIDER=anthropic
+## (ANTHROPIC_API_KEY) or PROVIDER=openai (OPENAI_BASE_URL, OPENAI_API_KEY) runs a real model,
+## graded on the same ground truth. EVAL_ARGS: task ids, --reps N.
+PROVIDER ?= reference
+EVAL_ARGS ?=
+eval: install
+	$(PY) -m evals.run --provider $(PROVIDER) $(if $(filter reference,$(PROVIDER)),--baseline evals/baseline.json) $(EVAL_ARGS)
+
+## make eval-baseline: run the reference lane and store it as evals/baseline.json (commit it)
+eval-baseline: install
+	$(PY) -m evals.run --provider reference --write-baseline $(EVAL_ARGS)
 
 clean:
 	rm -rf var .pytest_cache .hypothesis

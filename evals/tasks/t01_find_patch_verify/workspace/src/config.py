@@ -1,0 +1,3 @@
+"""Service settings."""
+RETRIES = 3
+TIMEOUT_SECONDS = 12

@@ -1,0 +1,1 @@
+SERVER_URL = "http://localhost:0000"

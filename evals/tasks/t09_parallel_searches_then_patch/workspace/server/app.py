@@ -1,0 +1,1 @@
+LISTEN_PORT = 8731

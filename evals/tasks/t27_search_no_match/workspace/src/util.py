@@ -1,0 +1,2 @@
+# TODO: tidy
+X = 1
