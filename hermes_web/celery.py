@@ -38,11 +38,18 @@ def visibility_timeout(*, lease_seconds: int, configured: int | None = None) -> 
 
 app = Celery("hermes_web")
 app.config_from_object("django.conf:settings", namespace="CELERY")
+_VISIBILITY = visibility_timeout(lease_seconds=settings.HERMES["LEASE_SECONDS"],
+                                 configured=settings.HERMES["VISIBILITY_TIMEOUT"] or None)
 app.conf.broker_transport_options = {
     **(app.conf.broker_transport_options or {}),
-    "visibility_timeout": visibility_timeout(
-        lease_seconds=settings.HERMES["LEASE_SECONDS"],
-        configured=settings.HERMES["VISIBILITY_TIMEOUT"] or None),
+    "visibility_timeout": _VISIBILITY,
+    # kombu's prefork loop sweeps for abandoned (unacked) tasks every interval x throttle
+    # seconds, 10 x 10 = 100 s by default: a task whose worker died just after a new worker
+    # started (its startup sweep ran before the task became visible) waited up to 100 s
+    # more. One scan every min(10, visibility / 4) seconds bounds that (kombu redis
+    # transport options ``unacked_restore_interval`` / ``unacked_restore_throttle``).
+    "unacked_restore_interval": max(1, min(10, _VISIBILITY // 4)),
+    "unacked_restore_throttle": 1,
 }
 app.autodiscover_tasks()
 
