@@ -35,7 +35,7 @@ from agents.pricing import rates_resolve
 from agents.spend_caps import (
     RESERVATION_TTL_SECONDS, BudgetExceeded, Cap, cap_decide, period_end, period_start,
     warning_text, worst_case_usd)
-from agents.tokens import estimate_payload_tokens
+from agents.context.tokens import estimate_payload_tokens
 from sessions.models import UsageRecord
 
 WAIT_POLL_SECONDS = 0.2

@@ -9,7 +9,7 @@ from django import forms
 from accounts.models import Budget
 from accounts.spend import range_validate
 from agents.spend_caps import limit_parse
-from agents.command_rules import RISK_SEVERITY
+from agents.policy.command_rules import RISK_SEVERITY
 
 
 class SpendRangeForm(forms.Form):

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from agents.pricing import BUCKETS, override_validate
 
-from agents.command_rules import DEFAULT_ADMIN_ONLY_CLASSES
+from agents.policy.command_rules import DEFAULT_ADMIN_ONLY_CLASSES
 
 
 def default_admin_only_risk_classes() -> list[str]:
@@ -24,7 +24,7 @@ class Team(models.Model):
     """A group of users; its admins review approvals raised by its members."""
 
     name = models.CharField(max_length=100, unique=True)
-    # Risk classes (agents/policy.py Decision.risk_class) that only a team admin may approve,
+    # Risk classes (agents/policy/__init__.py Decision.risk_class) that only a team admin may approve,
     # so a member cannot approve their own request for them.
     # Team admins edit it on the team settings page (accounts.views.team_settings_view).
     admin_only_risk_classes = models.JSONField(default=default_admin_only_risk_classes,

@@ -2,7 +2,7 @@
 and a team's approval policy edited by its admins.
 
 ``team_policy_set`` is the only writer of Team.admin_only_risk_classes outside the Django
-admin: team admins choose which risk classes (agents/command_rules.py RISK_SEVERITY) only
+admin: team admins choose which risk classes (agents/policy/command_rules.py RISK_SEVERITY) only
 an admin other than the requester may approve. Every change is audited (issue 8 item 5).
 """
 
@@ -15,7 +15,7 @@ from django.db import transaction
 from django.http import Http404
 
 from accounts.models import Budget, Membership, Team
-from agents.command_rules import RISK_SEVERITY
+from agents.policy.command_rules import RISK_SEVERITY
 from agents.spend_caps import limit_parse
 from approvals.models import AuditEntry
 from sessions.events import event_append

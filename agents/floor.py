@@ -3,7 +3,7 @@
 No compaction moves it (seed, "The floor is one they chose"): every tool added is sent on
 every call, so an admin who enables ten MCP servers should see what it costs in window.
 This module groups a schema snapshot into toolsets and estimates each with the project's
-one estimator (agents/tokens.py) over the Anthropic wire shape of a tool ({name,
+one estimator (agents/context/tokens.py) over the Anthropic wire shape of a tool ({name,
 description, input_schema}); the Settings page and the context gauge read its answer.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from agents.messages import ToolSpec
-from agents.tokens import estimate_payload_tokens, estimate_text_tokens
+from agents.context.tokens import estimate_payload_tokens, estimate_text_tokens
 from agents.tools.mcp import split_name
 
 TOOLSETS: dict[str, str] = {
@@ -42,7 +42,7 @@ def spec_tokens(spec: ToolSpec) -> int:
 def floor_tokens(*, system: str, tools: Iterable[ToolSpec]) -> dict:
     """{"system": tokens of ``system``, "toolsets": [{"name", "tools": [names], "tokens"}]
     (largest first, then by name), "tools": all schemas, "total": system + tools}.
-    Estimates, not billed counts: calibration (agents/tokens.py Calibrator) corrects the
+    Estimates, not billed counts: calibration (agents/context/tokens.py Calibrator) corrects the
     live context gauge, not this breakdown."""
     groups: dict[str, list[ToolSpec]] = {}
     for spec in tools:

@@ -1,20 +1,20 @@
 """The context gauge: how full a session's context window is, as the harness sees it.
 
 Pure arithmetic over token counts (no Django): the caller estimates the parts with
-agents/tokens.py (``estimate_text_tokens`` for the system prompt and the tool schemas,
+agents/context/tokens.py (``estimate_text_tokens`` for the system prompt and the tool schemas,
 ``estimate_message_tokens`` per live message) and passes the session's calibration anchor
-(agents/tokens.py UsageAnchor: a rough estimate paired with the prompt tokens the provider
+(agents/context/tokens.py UsageAnchor: a rough estimate paired with the prompt tokens the provider
 billed for it). The projection is the Calibrator's own rule (seed, "fire on the
 projection"): billed_baseline + max(0, rough_now - rough_baseline), or rough_now without an
 anchor, so the gauge shows the number the compaction gate compares with the threshold
-(agents/compaction.py compaction_threshold).
+(agents/context/compaction.py compaction_threshold).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agents.tokens import UsageAnchor
+from agents.context.tokens import UsageAnchor
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

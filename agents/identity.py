@@ -6,7 +6,7 @@ another's mid-run and drop it onto a branch that auto-approved; the fix (context
 leaked again wherever work crossed a bare thread boundary (seed "What is not here: a
 sandbox"). Here identity lives in a ContextVar, is bound with ``bind_identity``, crosses
 executors only through ``submit_with_identity`` (an explicit copy of the context), and its
-absence means deny (agents/policy.py). Nothing here reads the environment or talks to Django;
+absence means deny (agents/policy/__init__.py). Nothing here reads the environment or talks to Django;
 the Celery task binds the identity it loaded from the database.
 """
 

@@ -50,7 +50,7 @@ class ProviderProfile:
       assistant messages (vLLM with Mistral / Llama-2 style templates, Mistral's API, many
       local servers); the OpenAI-compatible transport then merges same-role neighbours
       (issue 10 defect 6). OpenAI's own API accepts them and keeps them separate.
-    - ``tokenizer_family``: which weights the token estimator uses (agents/tokens.py
+    - ``tokenizer_family``: which weights the token estimator uses (agents/context/tokens.py
       SCRIPT_WEIGHTS): "o200k" for OpenAI's current models, "cl100k" otherwise (B13).
     Output caps are per MODEL (``model_output_cap``): a profile's ``max_output_tokens`` is
     the route's ceiling, a smaller model on it caps lower (issue 10 defect 7).

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field, replace
 
 from agents import Transport
 from agents.cache import CacheSettings, plan_breakpoints
-from agents.history import Repair, flatten_tool_exchanges, validate_and_repair
+from agents.context.history import Repair, flatten_tool_exchanges, validate_and_repair
 from agents.messages import Message, ModelRequest, ToolSpec
-from agents.tokens import Calibrator, PrefixFingerprinter, estimate_payload_tokens
+from agents.context.tokens import Calibrator, PrefixFingerprinter, estimate_payload_tokens
 
 
 MIN_OUTPUT_TOKENS = 256
@@ -73,7 +73,7 @@ class RequestPipeline:
 
     def repair_strictly(self) -> None:
         """A provider rejected the history's shape: validate from scratch from now on and
-        flatten earlier tool exchanges (agents.history.flatten_tool_exchanges), so the
+        flatten earlier tool exchanges (agents.context.history.flatten_tool_exchanges), so the
         retry's bytes differ and are legal on every provider (B01)."""
         self.strict = True
         self._legal = []
@@ -144,7 +144,7 @@ class RequestPipeline:
 
     def fingerprint(self, messages: list[Message]) -> str:
         """Fingerprint of the priced prefix (system + tools + ``messages``); equal to
-        agents.tokens.prefix_fingerprint, computed incrementally."""
+        agents.context.tokens.prefix_fingerprint, computed incrementally."""
         if self._fingerprinter is None:
             self._fingerprinter = PrefixFingerprinter(system=self.system, tools=self.tools)
         return self._fingerprinter.fingerprint(messages)

@@ -8,7 +8,7 @@ transcript every provider accepts:
 
 - the assistant reply produced so far is kept as it was stored: its visible text as plain
   text, its tool calls as calls; its reasoning is never replayed (display only; the wire
-  repair strips it, agents/history.py, and nothing here copies it anywhere);
+  repair strips it, agents/context/history.py, and nothing here copies it anywhere);
 - every tool call of that reply that has no result yet is answered with ``STEERED_RESULT``
   (an ``is_error`` result): a call is never left without its result;
 - each correction is appended as a real user message, after those results.

@@ -5,7 +5,7 @@ waits on a person, DESIGN.md §4). A human decides here; the first decision wins
 conditional UPDATE on state=pending; the last decision of a turn enqueues its resume. No
 decision before ``expires_at`` means expired, fail-closed (hermes-facts §10: 300 s, no
 answer means deny). Every decision, expiry, cancellation, rule revocation and bypass toggle
-writes an AuditEntry. The policy itself (allow / ask / deny) is agents/policy.py; reading
+writes an AuditEntry. The policy itself (allow / ask / deny) is agents/policy/__init__.py; reading
 for views is approvals/selectors.py; rendering is approvals/rendering.py.
 """
 
@@ -23,7 +23,7 @@ from django.db.models import F, Q
 from django.http import Http404
 from django.utils import timezone
 
-from agents.policy_context import GateState  # noqa: F401  (re-exported)
+from agents.policy.context import GateState  # noqa: F401  (re-exported)
 from approvals.models import ApprovalRequest, ApprovalRule, AuditEntry
 from approvals.selectors import approval_get, approval_list_pending, approval_rule_list
 from sessions.events import event_append, group_publish, user_group

@@ -4,7 +4,7 @@ Issue 3, "Benchmark". Three bursts of tool-heavy iterations (>= 40 each) separat
 gaps longer than the 5-minute TTL, on the simulator's clock. Every request is built the way
 the harness builds it: the real three-tier prompt (agents/prompt.py), the real planner
 (agents/cache.py) and the Anthropic transport's ``build_payload``; the simulator's byte-exact
-cache accounting (agents/simulator/cache.py over agents/simulator/prefix.py) bills it. The same
+cache accounting (simulator/cache.py over simulator/prefix.py) bills it. The same
 requests are billed three more ways: (a) no caching, (b) naively marking the last four stored
 messages, (c) the lower bound (each distinct prefix block written once with the TTL it needs,
 every later use read). Prints per-request usage and cost, a summary table and PASS/FAIL per
@@ -33,24 +33,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from agents.cache import CacheSettings, plan_breakpoints  # noqa: E402
 from agents.cache_strategy import (SessionRhythm, choose_cache_strategy,  # noqa: E402
                                    long_gaps)
-from agents.compaction import (Skip, build_summary_request, compacted_transcript,  # noqa: E402
+from agents.context.compaction import (Skip, build_summary_request, compacted_transcript,  # noqa: E402
                                plan_compaction)
 from agents.messages import Breakpoint, Message, ModelRequest, ToolCall, tool_result  # noqa: E402
 from agents.pricing import Buckets, call_price, self_hosted_overrides  # noqa: E402
 from agents.prompt import build_system_prompt  # noqa: E402
-from agents.prune import plan_prune  # noqa: E402
-from agents.tokens import estimate_message_tokens, estimate_text_tokens  # noqa: E402
+from agents.context.prune import plan_prune  # noqa: E402
+from agents.context.tokens import estimate_message_tokens, estimate_text_tokens  # noqa: E402
 from agents.providers import PROFILES  # noqa: E402
-from agents.simulator.cache import CacheBlock, PromptCache, SimClock  # noqa: E402
-from agents.simulator.prefix import anthropic_blocks, openai_blocks  # noqa: E402
+from simulator.cache import CacheBlock, PromptCache, SimClock  # noqa: E402
+from simulator.prefix import anthropic_blocks, openai_blocks  # noqa: E402
 from agents.transports.openai_chat import OpenAIChatTransport  # noqa: E402
-from agents.simulator.tokenizer import count_tokens  # noqa: E402
+from simulator.tokenizer import count_tokens  # noqa: E402
 from agents.tools.files import Patch, ReadFile, WriteFile  # noqa: E402
 from agents.tools.search import SearchFiles  # noqa: E402
 from agents.tools.skills import SKILL_VIEW, SKILLS_LIST, Skill, build_skill_invocation  # noqa: E402
 from agents.tools.terminal import Terminal  # noqa: E402
 from agents.transports.anthropic_messages import AnthropicTransport  # noqa: E402
-import agents.simulator.prefix as _prefix  # noqa: E402
+import simulator.prefix as _prefix  # noqa: E402
 
 # The tokenizer is a pure function of the text and the same tool results are re-counted on
 # every request; memoising it in this process (the simulator thread included) only saves time.
@@ -252,7 +252,7 @@ def bill_over_http(steps: list[Step], payloads: list[dict[str, Any]], output: li
     every request (tool pairing, at most 4 markers, TTL order) as the real API does."""
     import anthropic
 
-    from agents.simulator import Reply, SimulatorServer
+    from simulator import Reply, SimulatorServer
     from agents.transports.usage import usage_from_anthropic
 
     bill = Bill()

@@ -10,8 +10,8 @@ a) archive 10,000 live messages of one session in ONE compaction transaction thr
 b) recall p95 under 100 ms over 1,000,000 generated messages (200 users x 20 sessions x 250
    messages, a Zipf-like vocabulary of 3,000 words plus 300 rare words) through
    ``sessions.search.message_search`` (user-scoped), mixing rare and common words.
-c) estimator error (``agents.tokens``) against the simulator's billed counts
-   (``agents.simulator``) within +-20% after calibration, on English, Chinese, Japanese and
+c) estimator error (``agents.context.tokens``) against the simulator's billed counts
+   (``simulator``) within +-20% after calibration, on English, Chinese, Japanese and
    code: the Calibrator is anchored on the billed count of one request and ``projected()``
    predicts the following requests as the same kind of content grows.
 
@@ -50,13 +50,13 @@ from django.contrib.auth import get_user_model  # noqa: E402
 from django.db import connection, transaction  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
-from agents.compaction import Skip, compacted_transcript, plan_compaction  # noqa: E402
+from agents.context.compaction import Skip, compacted_transcript, plan_compaction  # noqa: E402
 from agents.messages import Message as AgentMessage  # noqa: E402
 from agents.messages import ModelRequest, ToolCall, tool_result  # noqa: E402
 from agents.providers import PROFILES  # noqa: E402
-from agents.simulator.prefix import anthropic_blocks  # noqa: E402
-from agents.simulator.tokenizer import count_tokens  # noqa: E402
-from agents.tokens import (Calibrator, estimate_message_tokens,  # noqa: E402
+from simulator.prefix import anthropic_blocks  # noqa: E402
+from simulator.tokenizer import count_tokens  # noqa: E402
+from agents.context.tokens import (Calibrator, estimate_message_tokens,  # noqa: E402
                            estimate_payload_tokens, estimate_text_tokens)
 from agents.tools.registry import default_registry  # noqa: E402
 from agents.transports.anthropic_messages import AnthropicTransport  # noqa: E402
@@ -433,13 +433,13 @@ ANCHOR_EXCHANGES = 2
 
 def code_chunks() -> list[str]:
     """Source of a few harness modules, cut into ~1,500-character pieces at line ends."""
-    import agents.breaker
-    import agents.compaction
-    import agents.history
-    import agents.prune
+    import agents.context.breaker
+    import agents.context.compaction
+    import agents.context.history
+    import agents.context.prune
 
     chunks: list[str] = []
-    for module in (agents.breaker, agents.compaction, agents.history, agents.prune):
+    for module in (agents.context.breaker, agents.context.compaction, agents.context.history, agents.context.prune):
         piece: list[str] = []
         for line in inspect.getsource(module).splitlines(keepends=True):
             piece.append(line)

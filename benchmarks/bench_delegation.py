@@ -14,7 +14,7 @@ set, else the in-memory broker and SQLite).
   (each child runs alone); same children, same work.
 - context: the parent's billed prompt tokens on its final request (it holds five
   summaries) against the same request carrying every child's transcript instead (the
-  parent's own messages plus each child's messages, estimated with agents/tokens.py, the
+  parent's own messages plus each child's messages, estimated with agents/context/tokens.py, the
   same estimator for both sides, and the billed figure alongside).
 
 Run: ``python benchmarks/bench_delegation.py`` (``--children N --sleep S``). Prints a table;
@@ -41,7 +41,7 @@ def _goal(text: str) -> str | None:
 
 
 def make_policy(children: int, sleep: float):
-    from agents.simulator.script import Reply, ScriptRequest, ToolCallSpec
+    from simulator.script import Reply, ScriptRequest, ToolCallSpec
 
     goals = [f"task-{n}" for n in range(children)]
 
@@ -91,7 +91,7 @@ def run_parent(user, text: str, timeout: float = 600.0):
 
 
 def context_figures(session) -> dict:
-    from agents.tokens import estimate_message_tokens
+    from agents.context.tokens import estimate_message_tokens
     from sessions.models import Message, Session, UsageRecord
     from sessions.transcript import message_to_agent
 
@@ -116,7 +116,7 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=6)
     args = parser.parse_args()
 
-    from agents.simulator import SimulatorServer
+    from simulator import SimulatorServer
 
     sim = SimulatorServer(host="127.0.0.1", port=0,
                           script=make_policy(args.children, args.sleep)).start()

@@ -1,7 +1,7 @@
 """The floor every request carries (issue 13 item 6): the stable prompt tier plus the tool
 schemas, per toolset, for the built-ins and with each test MCP server added (a real
 connection to tests/mcp_servers over the official SDK; its listing goes through the same
-name and schema checks as production). Estimates from agents/tokens.py, as the Settings
+name and schema checks as production). Estimates from agents/context/tokens.py, as the Settings
 page shows them. Run: ``HERMES_DATA_DIR=/tmp/x python benchmarks/bench_floor.py``.
 """
 

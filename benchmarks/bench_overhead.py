@@ -63,7 +63,7 @@ WORDS = ("the of and to in is that for it as with was on be by this are from or 
 def bench_policy(request):
     """Per benchmark turn: three iterations of tool calls, then a final answer. The count is
     taken from the request itself (assistant messages since the last user text)."""
-    from agents.simulator.script import Reply, ToolCallSpec
+    from simulator.script import Reply, ToolCallSpec
 
     k = 0
     for message in reversed(request.body.get("messages") or []):
@@ -160,7 +160,7 @@ def sized_history(total: int) -> list[dict]:
     """``total`` rows whose estimated size is about TARGET_HISTORY_TOKENS (the tool results
     are scaled to fit; the shape of the mix is kept)."""
     from agents.messages import Message as AgentMessage
-    from agents.tokens import estimate_message_tokens
+    from agents.context.tokens import estimate_message_tokens
 
     def tokens(rows: list[dict]) -> int:
         return sum(estimate_message_tokens(AgentMessage.from_dict(r)) for r in rows)
@@ -317,8 +317,8 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the database afterwards")
     args = parser.parse_args()
 
-    from agents.simulator import SimulatorServer
-    import agents.simulator.prefix as sim_prefix
+    from simulator import SimulatorServer
+    import simulator.prefix as sim_prefix
 
     # The simulator tokenises the whole request on every call; its count is a pure function
     # of the text, so memoising it only shortens model time (which is excluded anyway).
@@ -341,7 +341,7 @@ def run(args, bench, sim) -> int:
     django_boot()
     from django.contrib.auth import get_user_model
 
-    from agents.tokens import estimate_message_tokens
+    from agents.context.tokens import estimate_message_tokens
     from sessions.models import Message, RunEvent, Turn
     from sessions.services import session_create, turn_start, workspace_path
     from sessions.tasks import turn_run_task

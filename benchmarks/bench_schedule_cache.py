@@ -52,7 +52,7 @@ def run_variant(*, registered: bool, target: str, sim) -> list[dict]:
     from django.contrib.auth import get_user_model
 
     from agents.cache import REGISTRY
-    from agents.simulator.script import Reply, Script
+    from simulator.script import Reply, Script
     from agents.unattended import BuiltMessage, schedule_message
     from schedules import services
     from schedules.services import schedule_create, schedule_fire
@@ -104,7 +104,7 @@ def run_variant(*, registered: bool, target: str, sim) -> list[dict]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.parse_args()
-    from agents.simulator import SimulatorServer
+    from simulator import SimulatorServer
 
     sim = SimulatorServer(host="127.0.0.1", port=0).start()
     bench = prepare_environment("schedule_cache", simulator_url=sim.url,

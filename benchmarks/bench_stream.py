@@ -89,7 +89,7 @@ SENT_LOCK = threading.Lock()
 
 def stream_policy(request):
     """"stream bench <i>": 60 tokens and a read_file call, then 200 tokens of answer."""
-    from agents.simulator.script import Reply, ToolCallSpec
+    from simulator.script import Reply, ToolCallSpec
 
     text = request.last_user_text
     if text == WARM_UP_TEXT:
@@ -107,7 +107,7 @@ def stream_policy(request):
 
 def stamp_sends() -> None:
     """Wrap the simulator's chunk writer: stamp every text token as it leaves."""
-    from agents.simulator import server
+    from simulator import server
 
     write = server._Handler.write
 
@@ -348,7 +348,7 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the database and logs")
     args = parser.parse_args()
 
-    from agents.simulator import SimulatorServer
+    from simulator import SimulatorServer
 
     stamp_sends()
     sim = SimulatorServer(host="127.0.0.1", port=0, script=stream_policy).start()

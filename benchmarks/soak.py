@@ -72,9 +72,9 @@ def main() -> int:
         print("make soak needs DATABASE_URL and REDIS_URL (services mode)")
         return 2
     os.environ.setdefault("HERMES_BENCH_REDIS_DB", "14")
-    from agents.simulator import SimulatorServer
-    from agents.simulator.faults import Fault
-    from agents.simulator.script import Reply, Script, ScriptRequest, ToolCallSpec
+    from simulator import SimulatorServer
+    from simulator.faults import Fault
+    from simulator.script import Reply, Script, ScriptRequest, ToolCallSpec
 
     simulator = SimulatorServer(host="127.0.0.1", port=0).start()
 

@@ -30,8 +30,8 @@ from django.utils import timezone
 from accounts.models import Membership, Team
 from accounts.services import budget_set, turn_budget_resume
 from agents.providers import resolve_profile
-from agents.simulator.faults import Fault
-from agents.simulator.script import Reply, Script, ScriptRequest
+from simulator.faults import Fault
+from simulator.script import Reply, Script, ScriptRequest
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide, approval_expire_due
 from evals.reference_agent import reference_policy

@@ -43,8 +43,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.simulator.prefix import content_text
-from agents.simulator.script import Reply, ScriptRequest, ToolCallSpec
+from simulator.prefix import content_text
+from simulator.script import Reply, ScriptRequest, ToolCallSpec
 
 PLAN_RE = re.compile(r"^\[plan\]\s*$(.*?)^\[/plan\]\s*$", re.MULTILINE | re.DOTALL)
 STEP_RE = re.compile(r"^(\d+)\.\s+(.+)$")
@@ -347,5 +347,5 @@ def decide(endpoint: str, body: dict[str, Any], tool_names: tuple[str, ...]) -> 
 
 
 def reference_policy(request: ScriptRequest) -> Reply:
-    """The simulator script (agents/simulator/script.py Policy)."""
+    """The simulator script (simulator/script.py Policy)."""
     return decide(request.endpoint, request.body, request.tool_names)

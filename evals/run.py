@@ -241,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     simulator = None
     try:
         if args.provider == "reference":
-            from agents.simulator import SimulatorServer
+            from simulator import SimulatorServer
 
             simulator = SimulatorServer(host="127.0.0.1", port=0).start()
             # A cut stream (fault tasks) leaves the client's socket reset; the stdlib server

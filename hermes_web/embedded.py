@@ -68,7 +68,7 @@ def start_simulator() -> str:
     else binds HERMES["SIMULATOR_PORT"]; if that port is taken by something else, takes a
     free port and points this process's HERMES["SIMULATOR_URL"] at it (issue 10 defect 10).
     """
-    from agents.simulator import SimulatorServer
+    from simulator import SimulatorServer
 
     if "simulator" in _handles:
         return _handles["simulator"].url

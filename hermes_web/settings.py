@@ -336,7 +336,7 @@ HERMES = {
     "BREAKPOINT_LIMITS": {url.rstrip("/"): int(limit)
                           for url, limit in env_pairs("HERMES_BREAKPOINT_LIMITS")},
     "MAX_RETRY_AFTER": float(env_str("HERMES_MAX_RETRY_AFTER", "30")),
-    # The provider simulator (agents/simulator/): served in-process in embedded mode.
+    # The provider simulator (simulator/): served in-process in embedded mode.
     "SIMULATOR_URL": env_str("HERMES_SIMULATOR_URL", f"http://127.0.0.1:{_SIM_PORT}"),
     "SIMULATOR_PORT": _SIM_PORT,
     "SIMULATOR_EMBEDDED": env_bool("HERMES_SIMULATOR_EMBEDDED", EMBEDDED),
@@ -370,7 +370,7 @@ HERMES = {
     "WORKSPACE_ROOT": Path(env_str("HERMES_WORKSPACE_ROOT", str(DATA_DIR / "workspaces"))),
     "HOME": Path(env_str("HERMES_HOME", str(DATA_DIR / "home"))),
     # Approvals: HERMES_YOLO is read here, once, at process start (seed, "The one-line
-    # attack"); agents/policy.py freezes it and nothing later can turn it on.
+    # attack"); agents/policy/__init__.py freezes it and nothing later can turn it on.
     "YOLO": env_bool("HERMES_YOLO", False),
     "APPROVAL_TIMEOUT_SECONDS": int(env_str("HERMES_APPROVAL_TIMEOUT", "300")),
     # Durable memory: characters of one user's notes together (agents/memory.py).
@@ -387,7 +387,7 @@ HERMES = {
     # Redis visibility timeout (s) for unacknowledged turn tasks; 0 = max(3600, longest
     # tool call + one lease) (hermes_web/celery.py). Fault tests lower it.
     "VISIBILITY_TIMEOUT": int(env_str("HERMES_VISIBILITY_TIMEOUT", "0")),
-    # Context management (agents/compaction.py, agents/prune.py).
+    # Context management (agents/context/compaction.py, agents/context/prune.py).
     "COMPACTION_ENABLED": env_bool("HERMES_COMPACTION", True),
     "PRUNE_TRIGGER_TOKENS": int(env_str("HERMES_PRUNE_TRIGGER", "0")),
     "MICRO_COMPACTION": env_bool("HERMES_MICRO_COMPACTION", False),

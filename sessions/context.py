@@ -21,17 +21,17 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from agents.breaker import PROCESS_CLOCK_ID, CompactionBreaker
+from agents.context.breaker import PROCESS_CLOCK_ID, CompactionBreaker
 from agents.cache import CacheSettings
 from agents.cache_strategy import CacheStrategy, SessionRhythm, choose_cache_strategy, long_gaps
-from agents.compaction import (ROLLING_SUMMARY_KIND, SUMMARY_KIND, Skip,
+from agents.context.compaction import (ROLLING_SUMMARY_KIND, SUMMARY_KIND, Skip,
                                build_summary_request, compaction_threshold,
                                compacted_transcript, drop_middle, fallback_summary,
                                plan_compaction)
 from agents.errors import TransportError
 from agents.messages import Message as AgentMessage
-from agents.prune import plan_prune
-from agents.tokens import estimate_message_tokens, estimate_text_tokens
+from agents.context.prune import plan_prune
+from agents.context.tokens import estimate_message_tokens, estimate_text_tokens
 from sessions.events import event_append
 from sessions.leases import (compaction_lease_acquire, compaction_lease_release,
                              compaction_lease_validate, lease_validate)
@@ -250,7 +250,7 @@ def cache_settings(strategy: CacheStrategy) -> CacheSettings:
 
 def cache_strategy_store(session: Session, strategy: CacheStrategy) -> None:
     """Remember the message TTL this turn's requests carry: a resume after longer is cold
-    (runner._prepare feeds it to agents/reduction.py as ``cache_ttl_seconds``)."""
+    (runner._prepare feeds it to agents/context/reduction.py as ``cache_ttl_seconds``)."""
     if session.cache_message_ttl != strategy.message_ttl:
         Session.objects.filter(pk=session.pk).update(cache_message_ttl=strategy.message_ttl)
         session.cache_message_ttl = strategy.message_ttl
@@ -262,7 +262,7 @@ def session_micro_compact(*, ctx, sink) -> bool:
     transaction (every live row → active=0, compacted=1; the new summary and survivors
     inserted), so a resume can never load both the summary and what it summarised (seed,
     "The lesson hiding in micro-compaction"). Returns True when a fold was committed."""
-    from agents.compaction import build_fold_request, micro_commit, plan_micro_compaction
+    from agents.context.compaction import build_fold_request, micro_commit, plan_micro_compaction
 
     session = ctx.session
     live = history_load(session=session)

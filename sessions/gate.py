@@ -10,11 +10,11 @@ from pathlib import Path
 
 from django.conf import settings
 
-from agents.command_rules import DESTRUCTIVE_CLASSES
+from agents.policy.command_rules import DESTRUCTIVE_CLASSES
 from agents.identity import current_identity
 from agents.messages import ToolCall
 from agents.policy import Decision, PolicyContext, bypass_frozen, decide
-from agents.policy_context import GateState
+from agents.policy.context import GateState
 from agents.tools.clarify import clarify_gate
 from agents.tools.registry import ToolRegistry
 from sessions.backends import backend_kind

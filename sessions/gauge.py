@@ -3,7 +3,7 @@
 Reads the rows the next request is built from (stored system prompt, pinned tool snapshot,
 live messages, the calibration anchor on the session) and hands the counts to the pure
 arithmetic in agents/gauge.py. The threshold is the runner's own (sessions/runner.py
-TurnContext.threshold: agents/compaction.py compaction_threshold of the profile's window),
+TurnContext.threshold: agents/context/compaction.py compaction_threshold of the profile's window),
 and the anchor is used only when its fingerprint still matches the live prefix, exactly as
 Calibrator.from_dict decides for a turn. Nothing is written.
 
@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import json
 
-from agents.compaction import compaction_threshold
+from agents.context.compaction import compaction_threshold
 from agents.gauge import ContextGauge, context_gauge
-from agents.tokens import UsageAnchor, estimate_message_tokens, estimate_text_tokens, \
+from agents.context.tokens import UsageAnchor, estimate_message_tokens, estimate_text_tokens, \
     prefix_fingerprint
 from sessions import toolbox
 from sessions.models import RunEvent, Session

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from agents.policy_context import GateState
+from agents.policy.context import GateState
 
 
 def _missing(what: str) -> Callable[..., Any]:

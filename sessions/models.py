@@ -49,7 +49,7 @@ class Session(models.Model):
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     # Interrupt flag, checked by the worker between chunks and tools.
     stop_requested = models.BooleanField(default=False)
-    # Durable breaker / hysteresis / calibration state (agents/compaction.py, prune.py, tokens.py).
+    # Durable breaker / hysteresis / calibration state (agents/context/compaction.py, prune.py, tokens.py).
     # The breaker lives in compaction_state alone (CompactionBreaker.to_dict); the admin
     # shows its counters from there (sessions/admin.py).
     compaction_state = models.JSONField(default=dict, blank=True)

@@ -31,10 +31,10 @@ from agents.messages import Message as AgentMessage
 from agents.messages import ModelRequest, ModelResponse, ToolCall
 from agents.prompt import build_system_prompt, recover_stable_len
 from agents.providers import ProviderProfile, model_output_cap, resolve_profile
-from agents.reduction import ReductionState, recovery_plan, reduction_plan
+from agents.context.reduction import ReductionState, recovery_plan, reduction_plan
 from agents.request import RequestPipeline
 from agents.spend_caps import BudgetExceeded
-from agents.tokens import Calibrator, estimate_text_tokens
+from agents.context.tokens import Calibrator, estimate_text_tokens
 from agents.tools.clarify import CLARIFY_RULE
 from agents.tools.delegate import DELEGATE_TOOL
 from agents.tools.dispatch import dispatch_tool_calls
@@ -289,7 +289,7 @@ class TurnContext:
     def calibrator_restore(self, stable_len: int | None) -> Calibrator:
         """The session's calibration anchor, kept only if the priced prefix it describes is
         still the live prefix (fingerprints match; issue 4 item 1)."""
-        from agents.tokens import prefix_fingerprint
+        from agents.context.tokens import prefix_fingerprint
 
         session = self.session
         tools = toolbox.registry_for(session).specs(session.tool_names)
@@ -305,7 +305,7 @@ class TurnContext:
 
     @cached_property
     def threshold(self) -> int:
-        from agents.compaction import compaction_threshold
+        from agents.context.compaction import compaction_threshold
 
         return compaction_threshold(self.profile.context_window)
 
@@ -472,7 +472,7 @@ def _bind(ctx: TurnContext, history: tuple[AgentMessage, ...]) -> None:
 
 
 def _prepare(ctx: TurnContext, sink: DbSink, history: list[AgentMessage]):
-    """Repair, reduce when the plan says so (agents/reduction.py decides the order), plan.
+    """Repair, reduce when the plan says so (agents/context/reduction.py decides the order), plan.
     Reductions run only here, at an iteration boundary, after every result of the previous
     batch is stored."""
     lease_renew(session=ctx.session, owner=ctx.owner, seconds=settings.HERMES["LEASE_SECONDS"])
@@ -591,7 +591,7 @@ def _observe(ctx: TurnContext, request: ModelRequest, response: ModelResponse) -
 
 def _recover(ctx: TurnContext, sink: DbSink, history: list[AgentMessage],
              exc: TransportError):
-    """Run the recovery agents/reduction.py::recovery_plan chose from the classifier's
+    """Run the recovery agents/context/reduction.py::recovery_plan chose from the classifier's
     hints; return the history to retry with (the first step that yields one), or None to
     fail."""
     ctx.pipeline.calibrator.after_error()

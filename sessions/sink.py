@@ -18,7 +18,7 @@ from django.utils import timezone
 from agents.messages import Message as AgentMessage
 from agents.messages import ModelRequest, ModelResponse, ToolCall, Usage
 from agents.pricing import Buckets
-from agents.tokens import estimate_message_tokens, estimate_text_tokens
+from agents.context.tokens import estimate_message_tokens, estimate_text_tokens
 from agents.tools.ledger import LedgerEntry, LedgerKey, ledger_key
 from sessions.events import event_append
 from sessions.hooks import MONEY

@@ -20,7 +20,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from agents.policy_context import GateState
+from agents.policy.context import GateState
 from agents.tools import ToolContext
 from agents.tools.code_rpc import code_rpc_handler
 from agents.availability import AvailabilityCache
@@ -162,7 +162,7 @@ def tool_schema_refresh(session: Session) -> dict | None:
 
 
 def toolset_tokens(session: Session | None = None, *, team_id: int | None = None) -> dict:
-    """The floor every request carries, in estimated tokens (agents/tokens.py): the system
+    """The floor every request carries, in estimated tokens (agents/context/tokens.py): the system
     prompt and the tool schemas, per toolset. For ``session``: its stored prompt and
     snapshot; otherwise a new session's on ``team_id``: the stable prompt tier (the rest is
     per session) and the built-ins plus every enabled MCP server's listed, exposed tools. Returns {"system": int, "toolsets": [{"name",

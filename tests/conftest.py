@@ -33,8 +33,8 @@ def django_db_setup(django_db_setup, django_db_blocker):
 
 @pytest.fixture(scope="session")
 def simulator():
-    """A running provider simulator (agents/simulator/), shared by the test session."""
-    from agents.simulator import SimulatorServer
+    """A running provider simulator (simulator/), shared by the test session."""
+    from simulator import SimulatorServer
 
     server = SimulatorServer(host="127.0.0.1", port=0).start()
     yield server

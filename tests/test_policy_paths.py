@@ -77,7 +77,7 @@ def run_call_verdict(path: str, receiver: str, funcs: tuple[str, ...],
         return "a tool's own body running its command (reached only through execute_call)"
     if path.startswith("agents/backends/") and "Backend" in receiver:
         return "a backend probing itself with a fixed command"
-    if path.startswith("agents/simulator/"):
+    if path.startswith("simulator/"):
         return "the provider simulator (serves HTTP, runs no tools)"
     if path == "agents/mcp_client.py" and receiver == "asyncio" and funcs == ("probe_server",):
         return "an event loop listing an MCP server's tools (a call of one goes through the " \
@@ -191,7 +191,7 @@ def owner(make_user, hermes_settings, settings):
 
 @pytest.fixture
 def scripted(simulator):
-    from agents.simulator.script import Reply, Script, ScriptRule, ToolCallSpec
+    from simulator.script import Reply, Script, ScriptRule, ToolCallSpec
 
     simulator.state.script = Script([
         ScriptRule(tool_result=".", reply=Reply(text="done")),

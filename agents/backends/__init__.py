@@ -2,7 +2,7 @@
 
 A backend turns a command string into a ``CommandResult``. It owns process lifetime (timeouts,
 killing the whole process group) and the environment the command sees (never the web
-process's secrets). It does not decide whether a command may run (that is agents/policy.py),
+process's secrets). It does not decide whether a command may run (that is agents/policy/__init__.py),
 nor cap output for the model (that is the terminal tool and agents/tools/spill.py).
 
 Implementations: ``agents.backends.local.LocalBackend`` (a plain subprocess) and

@@ -7,7 +7,7 @@ command and the host (``confinement`` says which). It also guarantees three thin
 command starts in its own process group and the whole group is killed on timeout (and when
 the shell exits, so background jobs cannot outlive the tool call); the environment is a
 minimal fixed one (the web process's API keys and database URL never reach the command);
-output memory is bounded. Policy (what may run) lives in agents/policy.py, not here.
+output memory is bounded. Policy (what may run) lives in agents/policy/__init__.py, not here.
 
 ``run_process`` is the reusable core: the sandbox backend passes it a bubblewrap argv.
 """

@@ -12,7 +12,7 @@ apply. The workspace is handed over (chowned) to that uid. Directories that hold
 other people's data (``hide``: other workspaces, /root, /home, the app's config) are
 covered by empty tmpfs mounts when they lie under a mounted tree.
 
-The policy treats this backend as isolated (agents/policy.py: only the deny list applies).
+The policy treats this backend as isolated (agents/policy/__init__.py: only the deny list applies).
 Process lifetime and output capture are agents/backends/local.py's ``run_process``.
 """
 

@@ -4,7 +4,7 @@ A tool is an object with a schema (``spec``), a ``run`` method, and three facts 
 dispatcher's scheduler needs: is it read-only, is it interactive, which paths does a call
 touch. The registry lives in agents/tools/registry.py, the scheduler in dispatch.py, large
 output handling in spill.py, the built-in tools in files.py, search.py and terminal.py.
-Whether a call may run at all is not decided here (agents/policy.py).
+Whether a call may run at all is not decided here (agents/policy/__init__.py).
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ class Tool(Protocol):
     writes (``targets`` resolved in the workspace), ``[]`` when it has no path scope,
     ``None`` when the scope cannot be determined (the scheduler then treats the call as a
     barrier; seed, "Dispatch: not parallel, not serial, segmented"). The policy
-    (agents/policy.py) judges what ``read_only``, ``targets`` and ``command`` declare, so a
+    (agents/policy/__init__.py) judges what ``read_only``, ``targets`` and ``command`` declare, so a
     tool's path arguments are read in one place. ``run`` raises agents.errors.ToolError for
     failures the model should read. Optional ``availability``: a zero-argument
     predicate (agents/availability.py) deciding whether a rebuilt schema offers the tool;
@@ -105,12 +105,12 @@ class Tool(Protocol):
 
 
 EFFECTS = ("files", "state", "delegation", "code")
-"""The words a tool's ``effect`` may declare (agents/policy.py decide)."""
+"""The words a tool's ``effect`` may declare (agents/policy/__init__.py decide)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolFacts:
-    """What a tool declares about one call, for the policy (agents/policy.py decide).
+    """What a tool declares about one call, for the policy (agents/policy/__init__.py decide).
 
     ``declared``: False for an unknown tool, or one that declares no ``targets``/``command``
     (the policy then asks). ``read_only``: Tool.read_only. ``targets``: Tool.targets(args),

@@ -17,7 +17,7 @@ from typing import Any
 
 from agents.errors import ToolError
 from agents.messages import ToolCall, ToolSpec
-from agents.policy_context import Decision
+from agents.policy.context import Decision
 from agents.tools import CURRENT_CALL_ID, Access, PathScope, ToolContext, ToolOutput
 
 MAX_QUESTION_CHARS = 2000

@@ -9,7 +9,7 @@ import json
 from collections.abc import Callable, Iterable
 
 from agents.messages import ToolCall
-from agents.policy_context import Decision
+from agents.policy.context import Decision
 from agents.tools import CURRENT_CALL_ID, ToolContext, ToolOutput
 from agents.tools.dispatch import execute_call, validate_call
 from agents.tools.execute_code import RPC_TOOLS

@@ -31,7 +31,7 @@ from typing import Any
 
 from agents.errors import DelegationRequested, ToolError
 from agents.messages import Message, ToolSpec
-from agents.tokens import estimate_text_tokens
+from agents.context.tokens import estimate_text_tokens
 from agents.tools import Access, PathScope, ToolContext, ToolOutput
 from agents.tools.spill import CHARS_PER_TOKEN, SpillLimits, spill_message
 

@@ -4,7 +4,7 @@ Four steps (seed, "Dispatch: not parallel, not serial, segmented"; hermes-facts 
 validate every call (empty name, unknown name, arguments that are not a JSON object or do
 not fit the schema become error results, never crashes); gate every valid call through the
 policy; stop at the first call that needs a human (``pending``); run the rest through the
-segmented scheduler. Deciding allow/ask/deny is agents/policy.py's job; shrinking large
+segmented scheduler. Deciding allow/ask/deny is agents/policy/__init__.py's job; shrinking large
 results is agents/tools/spill.py's; storing messages is the caller's.
 """
 

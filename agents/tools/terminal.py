@@ -6,7 +6,7 @@ spill layer (agents/tools/spill.py), as every tool's is, so the model can page a
 back (failure case B36: a 50,000-char cap here cut a 60,000-char output inline with no
 file). The backend's capture bound (agents/backends/local.py, 2 MB) only guards memory. Process lifetime
 and the environment belong to the backend (agents/backends/); whether the command may run
-at all belongs to agents/policy.py. The terminal is never read-only and has no path scope,
+at all belongs to agents/policy/__init__.py. The terminal is never read-only and has no path scope,
 so the scheduler always runs it as a barrier.
 """
 
@@ -50,7 +50,7 @@ class Terminal:
     availability = staticmethod(binary_installed("bash"))  # both backends run `bash -c`
 
     def targets(self, args: dict[str, Any]) -> list[tuple[str, Access]]:
-        return []  # what a command touches is parsed by the policy (agents/commands.py)
+        return []  # what a command touches is parsed by the policy (agents/policy/commands.py)
 
     def command(self, args: dict[str, Any]) -> str | None:
         command = args.get("command")

@@ -24,7 +24,7 @@ absolute path only when it lies under the root, ``..`` only while it stays insid
 no symlink is ever followed, the lexical reading is what the kernel opens.
 
 Whether an inside path is protected (instruction files, config) is the policy's business
-(agents/policy.py), not this module's. No Django here.
+(agents/policy/__init__.py), not this module's. No Django here.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ into four disjoint buckets makes double-charging a cached token impossible downs
 (seed, "The struct that makes cost accounting possible"; hermes-facts §13; case B28).
 
 Not here: prices and cost (pricing belongs to the accounting side), and estimation when a
-provider sent no usage (agents/tokens.py).
+provider sent no usage (agents/context/tokens.py).
 """
 
 from __future__ import annotations

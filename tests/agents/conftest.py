@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import anthropic
 import pytest
 
-from agents.simulator import SimulatorServer
+from simulator import SimulatorServer
 
 
 @pytest.fixture(scope="module")

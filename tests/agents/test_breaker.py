@@ -5,8 +5,8 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agents.breaker import RECOVERY_SECONDS, CompactionBreaker
-from agents.compaction import Skip, compaction_threshold, drop_middle, plan_compaction
+from agents.context.breaker import RECOVERY_SECONDS, CompactionBreaker
+from agents.context.compaction import Skip, compaction_threshold, drop_middle, plan_compaction
 from agents.messages import Message
 
 THRESHOLD = 100_000

@@ -21,7 +21,7 @@ from agents.cache import (
 from agents.messages import Message, ModelRequest, ToolCall, Usage
 from agents.prompt import build_system_prompt, recover_stable_len
 from agents.providers import PROFILES
-from agents.simulator.prefix import anthropic_blocks
+from simulator.prefix import anthropic_blocks
 from agents.transports.anthropic_messages import AnthropicTransport
 
 
@@ -371,7 +371,7 @@ def test_skill_message_keeps_its_two_blocks_after_the_marker_moves_off_and_cache
     among the last carriers and none later, and its blocks are byte-identical throughout;
     the simulator's prompt cache reads every request after the first, and each read covers
     at least the previous request's whole prefix up to its last marker."""
-    from agents.simulator.cache import PromptCache, SimClock
+    from simulator.cache import PromptCache, SimClock
 
     scaffold = ("<skill name=\"deploy-wire\">\n" + "Step: check the release notes.\n" * 120
                 + "</skill>\n\n")

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from agents.command_risk import assess
-from agents.commands import parse_command
+from agents.policy.command_risk import assess
+from agents.policy.commands import parse_command
 
 
 def _trigrams(text: str) -> list[tuple[str, ...]]:

@@ -1,13 +1,13 @@
 """Shell parsing and normalisation: commands reduced to what the shell would run
-(agents/commands.py, agents/command_forms.py, agents/command_risk.py)."""
+(agents/policy/commands.py, agents/policy/command_forms.py, agents/policy/command_risk.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from agents.command_forms import decode_ansi_c, normalize_argv, normalize_pattern, static_output
-from agents.command_risk import assess, floor_target, write_targets
-from agents.commands import parse_command
+from agents.policy.command_forms import decode_ansi_c, normalize_argv, normalize_pattern, static_output
+from agents.policy.command_risk import assess, floor_target, write_targets
+from agents.policy.commands import parse_command
 
 
 def inner(text: str) -> list[str]:

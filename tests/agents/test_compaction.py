@@ -3,15 +3,15 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agents.compaction import (
+from agents.context.compaction import (
     ROLLING_PREFIX, SUMMARY_PREFIX, SUMMARY_SUFFIX, CompactionPlan, Skip, build_fold_request,
     build_summary_request, compacted_transcript, compaction_threshold, double_loaded,
     drop_middle, is_summary_message, micro_commit, plan_compaction, plan_micro_compaction,
     summary_budget, summary_message, tail_budget,
 )
-from agents.history import validate_and_repair
+from agents.context.history import validate_and_repair
 from agents.messages import Message, ToolCall
-from agents.tokens import estimate_message_tokens, estimate_text_tokens
+from agents.context.tokens import estimate_message_tokens, estimate_text_tokens
 
 
 def user(text: str, id: int | None = None) -> Message:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, strategies as st
 
-from agents.compaction import compaction_threshold
+from agents.context.compaction import compaction_threshold
 from agents.gauge import context_gauge
-from agents.tokens import Calibrator, UsageAnchor
+from agents.context.tokens import Calibrator, UsageAnchor
 
 
 def anchor(rough: int, billed: int) -> UsageAnchor:

@@ -3,7 +3,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agents.history import (
+from agents.context.history import (
     CONTINUES, EMPTY, INTERRUPTED, NOT_EXECUTED, validate_and_repair,
 )
 from agents.messages import Message, ToolCall

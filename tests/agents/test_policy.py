@@ -1,5 +1,5 @@
 """The approval policy: check order, fail-closed rules, protected files, resolved paths,
-the frozen bypass (agents/policy.py)."""
+the frozen bypass (agents/policy/__init__.py)."""
 
 from __future__ import annotations
 

@@ -5,13 +5,13 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agents.history import validate_and_repair
+from agents.context.history import validate_and_repair
 from agents.messages import Message, ToolCall
-from agents.prune import (
+from agents.context.prune import (
     MIN_RECLAIM_TOKENS, PROTECT_LAST_N, is_cold_resume, may_prune, plan_prune,
     rearm_level_after,
 )
-from agents.tokens import estimate_message_tokens as estimate
+from agents.context.tokens import estimate_message_tokens as estimate
 
 
 def exchange(k: int, output: str, *, name: str = "terminal", args: str = "{}") -> list[Message]:

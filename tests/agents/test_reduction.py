@@ -1,4 +1,4 @@
-"""agents/reduction.py: the reduction order and the recovery after a provider error, from
+"""agents/context/reduction.py: the reduction order and the recovery after a provider error, from
 plain values (issue 11 item 1). No database: these are the runner's decisions."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agents.reduction import ReductionState, recovery_plan, reduction_plan
+from agents.context.reduction import ReductionState, recovery_plan, reduction_plan
 
 ORDER = ["idle_compaction", "cold_prune", "prune", "compaction"]
 

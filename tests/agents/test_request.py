@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 from agents.messages import Message, ToolCall
 from agents.providers import resolve_profile
 from agents.request import RequestPipeline
-from agents.tokens import Calibrator, estimate_payload_tokens, prefix_fingerprint
+from agents.context.tokens import Calibrator, estimate_payload_tokens, prefix_fingerprint
 from agents.tools.registry import default_registry
 from agents.transports import get_transport
 

@@ -10,7 +10,7 @@ import httpx
 import httpx2  # the HTTP layer the anthropic SDK (2.14) uses
 import pytest
 
-from agents.simulator import Fault, Reply, ScriptRequest, ScriptRule, SimulatorServer, \
+from simulator import Fault, Reply, ScriptRequest, ScriptRule, SimulatorServer, \
     ToolCallSpec
 
 MODEL = "claude-sim"

@@ -9,7 +9,7 @@ import httpx
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agents.simulator import CacheBlock, PromptCache, SimClock, SimulatorServer
+from simulator import CacheBlock, PromptCache, SimClock, SimulatorServer
 
 
 def blocks(*sizes: int, marks: dict[int, str] | None = None, salt: str = "") -> list[CacheBlock]:

@@ -1,5 +1,5 @@
-"""The demo policy's reading of requests and tool results (agents/simulator/demo.py,
-agents/simulator/script.py): listing counts, and a person's new message merged after an
+"""The demo policy's reading of requests and tool results (simulator/demo.py,
+simulator/script.py): listing counts, and a person's new message merged after an
 interrupted turn's tool results. Pure request parsing plus one round over real HTTP."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 import anthropic
 import pytest
 
-from agents.simulator import ScriptRequest, SimulatorServer
-from agents.simulator.demo import demo_policy
+from simulator import ScriptRequest, SimulatorServer
+from simulator.demo import demo_policy
 
 MODEL = "claude-sim"
 TOOLS = [{"name": n, "description": f"{n} tool", "input_schema": {"type": "object"}}

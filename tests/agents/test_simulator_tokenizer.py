@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import agents.messages
-from agents.simulator.tokenizer import count_tokens, tokenize
+from simulator.tokenizer import count_tokens, tokenize
 
 PROSE = (
     "It was the best of times, it was the worst of times, it was the age of wisdom, it was the "

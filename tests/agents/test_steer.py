@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agents.backends.local import LocalBackend
-from agents.history import validate_and_repair
+from agents.context.history import validate_and_repair
 from agents.messages import Message, ToolCall
 from agents.policy import Decision
 from agents.steer import (SAFE_POINTS, STEERED_RESULT, Correction, Point, may_land,

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from agents.errors import TransportError
 from agents.messages import Message, ToolCall, ToolSpec
-from agents.tokens import (
+from agents.context.tokens import (
     IMAGE_TOKENS, Calibrator, UsageAnchor, estimate_message_tokens, estimate_payload_tokens,
     estimate_text_tokens, prefix_fingerprint,
 )

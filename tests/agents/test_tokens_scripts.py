@@ -9,7 +9,7 @@ from pathlib import Path
 import bpe_openai
 import pytest
 
-from agents.tokens import estimate_payload_tokens, estimate_text_tokens
+from agents.context.tokens import estimate_payload_tokens, estimate_text_tokens
 
 CORPUS = {k: v for k, v in json.loads(
     (Path(__file__).parent / "corpus" / "scripts.json").read_text()).items()

@@ -11,9 +11,9 @@ import pytest
 from agents.errors import TransportError, TurnCancelled
 from agents.messages import Breakpoint, Message, ModelRequest, ToolCall, ToolSpec, tool_result
 from agents.providers import resolve_profile
-from agents.simulator import SimulatorServer
-from agents.simulator.faults import Fault
-from agents.simulator.script import Reply, Script, ScriptRule, ToolCallSpec
+from simulator import SimulatorServer
+from simulator.faults import Fault
+from simulator.script import Reply, Script, ScriptRule, ToolCallSpec
 from agents.transports import get_transport
 from agents.transports.anthropic_messages import count_markers
 from agents.transports.breakpoints import learned_limit

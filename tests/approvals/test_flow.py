@@ -20,7 +20,7 @@ from django.db import connections
 from agents.identity import bind_identity, current_identity, submit_with_identity
 from agents.messages import ToolCall
 from agents.policy import PolicyContext, check_command, decide
-from agents.simulator.script import Reply, Script, ScriptRequest, ToolCallSpec
+from simulator.script import Reply, Script, ScriptRequest, ToolCallSpec
 from approvals.models import ApprovalRequest, ApprovalRule, AuditEntry
 from approvals.services import (
     TIMED_OUT_REASON,

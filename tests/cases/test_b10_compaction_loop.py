@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from agents.simulator.script import Reply, Script, ToolCallSpec
+from simulator.script import Reply, Script, ToolCallSpec
 from sessions.context import breaker_load
 from sessions.models import RunEvent, Session
 from sessions.rendering import event_html

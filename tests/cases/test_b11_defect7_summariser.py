@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from agents.compaction import (SUMMARISER_INPUT_MAX_CHARS, CompactionPlan,
+from agents.context.compaction import (SUMMARISER_INPUT_MAX_CHARS, CompactionPlan,
                                build_summary_request)
 from agents.messages import Message as AgentMessage
-from agents.simulator.faults import Fault
-from agents.simulator.script import Reply, Script
-from agents.simulator.script import ToolCallSpec
-from agents.tokens import estimate_text_tokens
+from simulator.faults import Fault
+from simulator.script import Reply, Script
+from simulator.script import ToolCallSpec
+from agents.context.tokens import estimate_text_tokens
 from sessions.events import event_to_dict
 from sessions.models import Message
 from sessions.rendering import event_html

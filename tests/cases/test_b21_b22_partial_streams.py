@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from agents.simulator.faults import Fault
-from agents.simulator.script import Reply, Script, ScriptRule
+from simulator.faults import Fault
+from simulator.script import Reply, Script, ScriptRule
 from sessions.models import Message, Turn, UsageRecord
 from sessions.services import workspace_path
 from tests.cases.conftest import events

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from agents.simulator.faults import Fault
+from simulator.faults import Fault
 from agents.transports.errors import QUOTA_ADVICE
 from sessions.models import Message, ProviderCooldown, Turn, UsageRecord
 from tests.cases.conftest import events

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from agents.simulator.faults import Fault
+from simulator.faults import Fault
 from sessions.models import Turn
 from tests.cases.conftest import events
 

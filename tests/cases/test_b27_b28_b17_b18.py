@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from agents.simulator.faults import Fault
-from agents.simulator.script import Reply, Script, ScriptRule, ToolCallSpec
+from simulator.faults import Fault
+from simulator.script import Reply, Script, ScriptRule, ToolCallSpec
 from sessions.models import Message, Turn, UsageRecord
 from tests.cases.conftest import events
 

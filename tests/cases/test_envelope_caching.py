@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from agents.simulator.script import Reply, Script, ToolCallSpec
+from simulator.script import Reply, Script, ToolCallSpec
 from sessions.models import Turn, UsageRecord
 from sessions.services import workspace_path
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from agents.compaction import SUMMARY_PREFIX
-from agents.simulator.faults import Fault
-from agents.simulator.script import Reply, Script, ToolCallSpec
+from agents.context.compaction import SUMMARY_PREFIX
+from simulator.faults import Fault
+from simulator.script import Reply, Script, ToolCallSpec
 from sessions.models import Message
 from sessions.rendering import transcript_context
 from sessions.services import workspace_path

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from agents.simulator.script import Reply, Script, ToolCallSpec
+from simulator.script import Reply, Script, ToolCallSpec
 from tests.cases.conftest import events
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -11,9 +11,9 @@ import time
 import pytest
 from django.db import connection
 
-from agents.history import validate_and_repair
-from agents.simulator.faults import Fault
-from agents.simulator.script import Reply, Script, ScriptRequest, ToolCallSpec
+from agents.context.history import validate_and_repair
+from simulator.faults import Fault
+from simulator.script import Reply, Script, ScriptRequest, ToolCallSpec
 from sessions.models import Message, RunEvent, Turn
 from sessions.services import session_create, turn_start, workspace_path
 from sessions.transcript import history_load

@@ -15,7 +15,7 @@ import pytest
 import websockets
 from django.test import Client
 
-from agents.simulator.script import Reply, Script
+from simulator.script import Reply, Script
 from sessions.models import RunEvent, Turn
 from sessions.services import session_create, turn_start
 from sessions.tasks import turn_run_task

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from agents.simulator.script import Reply, Script, ScriptRequest, ToolCallSpec
+from simulator.script import Reply, Script, ScriptRequest, ToolCallSpec
 from agents.tools.ledger import UNKNOWN_OUTCOME
 from sessions.models import Message, RunEvent, Turn
 from sessions.services import session_create, turn_start, workspace_path

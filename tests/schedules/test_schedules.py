@@ -13,7 +13,7 @@ import pytest
 from django.utils import timezone
 from django_celery_beat.models import PeriodicTask
 
-from agents.simulator.script import Reply, Script, ScriptRequest, ToolCallSpec
+from simulator.script import Reply, Script, ScriptRequest, ToolCallSpec
 from approvals.models import ApprovalRequest
 from schedules.models import Schedule, ScheduleRun
 from schedules.services import schedule_create, schedule_fire
@@ -180,7 +180,7 @@ def test_a_run_whose_session_is_gone_fails_visibly_and_pauses(alice, login):
 
 
 def test_new_session_per_run_and_a_failed_turn_shows_in_the_history(alice, login, simulator):
-    from agents.simulator.faults import Fault
+    from simulator.faults import Fault
 
     schedule = schedule_create(user=alice, name="fresh", prompt="Write a haiku.", kind="cron",
                                cron_expression="0 * * * *", target="new")
@@ -237,7 +237,7 @@ def test_embedded_beat_fires_a_schedule_into_an_existing_session(alice, worker, 
 def test_new_session_runs_share_one_prompt_so_the_scaffold_is_read_from_cache(alice, simulator):
     """The registered prefix pays off: the second run's request reads system prompt AND
     scaffold from the simulator's cache; only the tail (and the reply) is uncached."""
-    from agents.simulator.script import Reply, Script
+    from simulator.script import Reply, Script
 
     simulator.state.script = Script(lambda request: Reply(text="done"))
     prompt = "\n".join(f"Step {i}: check report {i} and note changes." for i in range(200))

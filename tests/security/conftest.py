@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agents.simulator.script import Reply, Script, ScriptRequest, ToolCallSpec
+from simulator.script import Reply, Script, ScriptRequest, ToolCallSpec
 
 # Django modules are imported inside the fixtures: pytest loads this conftest before Django
 # is set up when a path under tests/security is given on the command line.

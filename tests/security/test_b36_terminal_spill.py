@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from agents.simulator.script import Reply, Script, ToolCallSpec
+from simulator.script import Reply, Script, ToolCallSpec
 from sessions.models import Turn
 from tests.security.conftest import run_turn, terminal, tool_results
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from agents.messages import Message as AgentMessage
-from agents.simulator.script import Reply, Script, ScriptRule, ToolCallSpec
+from simulator.script import Reply, Script, ScriptRule, ToolCallSpec
 from agents.tools import ToolContext
 from agents.tools.files import Patch, ReadFile, WriteFile
 from agents.tools.search import SearchFiles

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from agents.simulator.script import Reply, Script, ToolCallSpec
+from simulator.script import Reply, Script, ToolCallSpec
 from sessions.models import Message, Turn
 from sessions.services import session_create, turn_start, workspace_path
 from sessions.tasks import turn_run_task

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from agents.simulator.script import Reply, Script, ToolCallSpec
+from simulator.script import Reply, Script, ToolCallSpec
 from sessions.context import breaker_load
 from sessions.models import Message, RunEvent, Turn
 from sessions.search import message_search, session_search_for_tool
@@ -178,7 +178,7 @@ def test_idle_compaction_on_resume_when_configured(small_window, settings):
 
 def test_micro_compaction_archives_what_it_folds_so_resume_never_double_loads(
         small_window, settings):
-    from agents.compaction import double_loaded
+    from agents.context.compaction import double_loaded
     from sessions.transcript import history_load
 
     user, session = small_window

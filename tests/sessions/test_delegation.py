@@ -13,8 +13,8 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 
 from accounts.models import Team
-from agents.simulator.demo import demo_policy
-from agents.simulator.script import Reply, Script, ScriptRequest, ToolCallSpec
+from simulator.demo import demo_policy
+from simulator.script import Reply, Script, ScriptRequest, ToolCallSpec
 from agents.tools.delegate import BLOCKED_TOOLS, SUMMARY_FLOOR_TOKENS, child_toolset
 from approvals.models import ApprovalRequest
 from approvals.selectors import approval_list_pending

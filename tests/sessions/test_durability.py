@@ -16,10 +16,10 @@ from django.db import connection
 from django.utils import timezone
 
 from agents.errors import LeaseLost
-from agents.history import NOT_EXECUTED, validate_and_repair
+from agents.context.history import NOT_EXECUTED, validate_and_repair
 from agents.messages import Message as AgentMessage
 from agents.messages import ToolCall
-from agents.simulator.script import Reply, Script, ScriptRequest, ToolCallSpec
+from simulator.script import Reply, Script, ScriptRequest, ToolCallSpec
 from agents.tools.ledger import REPLAYED_NOTE, UNKNOWN_OUTCOME
 from approvals.models import ApprovalRequest
 from approvals.services import approval_expire_due

@@ -9,9 +9,9 @@ import re
 import pytest
 
 import sessions.context
-from agents.breaker import RECOVERY_SECONDS
-from agents.prune import STUB_PREFIX
-from agents.simulator.script import Reply, Script, ToolCallSpec
+from agents.context.breaker import RECOVERY_SECONDS
+from agents.context.prune import STUB_PREFIX
+from simulator.script import Reply, Script, ToolCallSpec
 from sessions.context import breaker_load
 from sessions.models import Message, RunEvent, Session, Turn
 from sessions.services import session_create, turn_start, workspace_path

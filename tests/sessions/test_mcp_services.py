@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from agents.simulator.script import Reply, Script, ToolCallSpec
+from simulator.script import Reply, Script, ToolCallSpec
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
 from sessions import mcp

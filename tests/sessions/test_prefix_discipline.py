@@ -15,7 +15,7 @@ import pytest
 
 from agents import prompt as agents_prompt
 from agents.cache import REGISTRY
-from agents.simulator.script import Reply, Script, ScriptRequest, ToolCallSpec
+from simulator.script import Reply, Script, ScriptRequest, ToolCallSpec
 from sessions.models import Message, RunEvent, Session, Turn
 from sessions.services import session_create, turn_start, workspace_path
 from sessions.tasks import turn_run_task

@@ -2,7 +2,7 @@
 dispatcher, the provider simulator over HTTP, rows in the database.
 
 The prefix is read back from the simulator's own record of every request it answered
-(agents/simulator/state.py ``RecordedRequest``): what the turn sent before a correction
+(simulator/state.py ``RecordedRequest``): what the turn sent before a correction
 landed must be a byte-identical prefix of what it sent after.
 """
 
@@ -15,7 +15,7 @@ import time
 import pytest
 from django.core.exceptions import ValidationError
 
-from agents.simulator.script import Reply, Script, ToolCallSpec
+from simulator.script import Reply, Script, ToolCallSpec
 from agents.steer import STEERED_RESULT
 from sessions.models import Message, RunEvent, Turn
 from sessions.services import session_create, turn_start, turn_steer, workspace_path

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from agents.simulator.script import Reply, Script, ToolCallSpec
+from simulator.script import Reply, Script, ToolCallSpec
 from sessions.models import RunEvent, Turn
 from sessions.rendering import event_html
 from sessions.services import session_create, turn_start, turn_steer

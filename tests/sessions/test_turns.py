@@ -9,8 +9,8 @@ import pytest
 
 from agents.errors import LeaseLost
 from agents.messages import Message as AgentMessage
-from agents.simulator.faults import Fault
-from agents.simulator.script import Script, ScriptRule, Reply, ToolCallSpec
+from simulator.faults import Fault
+from simulator.script import Script, ScriptRule, Reply, ToolCallSpec
 from sessions.leases import lease_acquire, lease_release
 from sessions.models import Message, RunEvent, Turn, UsageRecord
 from sessions.services import session_create, turn_start

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from agents.simulator.script import Script
+from simulator.script import Script
 from sessions import toolbox
 from sessions.models import Message, RunEvent, Turn
 from sessions.services import session_create, turn_start

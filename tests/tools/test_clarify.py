@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from agents.simulator.script import Reply, ScriptRequest, ToolCallSpec
+from simulator.script import Reply, ScriptRequest, ToolCallSpec
 from agents.tools.clarify import NO_HUMAN
 from sessions.models import ClarifyQuestion, RunEvent, Turn
 from sessions.services import turn_stop

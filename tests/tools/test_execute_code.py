@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from agents.simulator.script import Reply, ScriptRequest, ToolCallSpec
+from simulator.script import Reply, ScriptRequest, ToolCallSpec
 from approvals.models import ApprovalRequest
 from sessions.models import Message, RunEvent, Turn
 from sessions.services import workspace_path

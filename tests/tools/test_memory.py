@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from agents.memory import MemoryRefused, memory_apply
-from agents.simulator.script import Reply, ScriptRequest, ToolCallSpec
+from simulator.script import Reply, ScriptRequest, ToolCallSpec
 from sessions.models import MemoryStore, Session, Turn
 from sessions.tool_state import memory_entries
 

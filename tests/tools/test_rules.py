@@ -11,7 +11,7 @@ from agents.budget import IterationBudget, is_free_iteration
 from agents.errors import ToolError
 from agents.memory import MemoryRefused, memory_apply, memory_size
 from agents.messages import ToolCall
-from agents.policy_context import Decision
+from agents.policy.context import Decision
 from agents.todo import TodoRefused, todo_apply, todo_render
 from agents.tools.clarify import NO_HUMAN, clarify_gate, clarify_question
 from agents.tools.execute_code import cap_output
@@ -94,7 +94,7 @@ def test_cap_output():
     assert cut and text.startswith("abc\n[output capped at 3 characters; 3 more")
 
 
-# --- the policy on the new tools (agents/policy.py decide) ------------------------------
+# --- the policy on the new tools (agents/policy/__init__.py decide) ------------------------------
 
 def _call(name: str, **args) -> ToolCall:
     import json

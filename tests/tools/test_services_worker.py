@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from agents.simulator.script import Reply, ScriptRequest, ToolCallSpec
+from simulator.script import Reply, ScriptRequest, ToolCallSpec
 from sessions.clarify import clarify_answer
 from sessions.models import ClarifyQuestion, Turn
 from sessions.services import session_create, turn_start

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from agents.simulator.script import Reply, ScriptRequest, ToolCallSpec
+from simulator.script import Reply, ScriptRequest, ToolCallSpec
 from sessions.models import TodoList, Turn
 from sessions.tool_state import memory_change, memory_entries
 

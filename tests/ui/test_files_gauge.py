@@ -9,7 +9,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from agents.compaction import compaction_threshold
+from agents.context.compaction import compaction_threshold
 from sessions.events import event_append
 from sessions.gauge import session_context_gauge
 from sessions.models import Message, RunEvent, Session

@@ -156,7 +156,7 @@ class Command(BaseCommand):
                            f"(status {turn.status}); is a worker running?")
 
     def policy(self, options) -> None:
-        from agents.commands import parse_command
+        from agents.policy.commands import parse_command
         from agents.policy import check_command
         from sessions.toolbox import policy_context_for
 

@@ -1,5 +1,5 @@
 """``python manage.py simulator --port N [--host H]``: serve the provider simulator in the
-foreground until Ctrl-C. A thin shell over agents.simulator.SimulatorServer; all behaviour
+foreground until Ctrl-C. A thin shell over simulator.SimulatorServer; all behaviour
 lives there (DESIGN.md §7)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from agents.simulator import SimulatorServer
+from simulator import SimulatorServer
 
 
 class Command(BaseCommand):

@@ -10,8 +10,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from agents.simulator.script import Reply, ToolCallSpec
-from agents.simulator.tokenizer import count_tokens, tokenize
+from simulator.script import Reply, ToolCallSpec
+from simulator.tokenizer import count_tokens, tokenize
 
 JSON_CHUNK_CHARS = 8
 """Characters of tool-call arguments per streamed delta."""

@@ -6,8 +6,8 @@ exact wire payload a transport would send, and a ``Calibrator`` that corrects it
 provider's billed prompt count (seed, "The number that fires all of this is wrong";
 hermes-facts §4 "Token estimator" and "Calibration baseline").
 
-What does not belong here: deciding *what* to compact or prune (agents/compaction.py,
-agents/prune.py), the breaker's verdict (agents/breaker.py), and any storage. The Django side
+What does not belong here: deciding *what* to compact or prune (agents/context/compaction.py,
+agents/context/prune.py), the breaker's verdict (agents/context/breaker.py), and any storage. The Django side
 persists ``Calibrator.to_dict()`` in ``Session.usage_anchor``.
 """
 

@@ -4,7 +4,7 @@ Every reply says "(simulated model)" so nobody mistakes it for a real model (DES
 It only calls tools the request offers; without tools (a finalizer call) it answers in text.
 Tool names and argument shapes are those of agents/tools/ (read_file, write_file, patch,
 search_files, terminal, skills_list, skill_view, session_search). Rule matching and wire
-rendering live in ``agents.simulator.script`` and the API modules.
+rendering live in ``simulator.script`` and the API modules.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import json
 import re
 from typing import Any
 
-from agents.simulator.script import Reply, ScriptRequest, ToolCallSpec, ToolExchange
+from simulator.script import Reply, ScriptRequest, ToolCallSpec, ToolExchange
 
 LABEL = "(simulated model)"
 TOKEN_DELAY = 0.01

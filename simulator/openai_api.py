@@ -7,7 +7,7 @@ then ``data: [DONE]``. Usage follows OpenAI: ``prompt_tokens`` includes
 up; writes are not reported), unless the body carries ``cache_control`` content parts: then it
 answers as an envelope gateway in front of Anthropic does (explicit breakpoints, at most 4,
 the 20-block lookback, writes reported as ``prompt_tokens_details.cache_write_tokens``).
-HTTP plumbing is ``agents.simulator.server``.
+HTTP plumbing is ``simulator.server``.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agents.simulator.faults import Fault, http_fault, openai_error_body
-from agents.simulator.prefix import has_envelope_markers, openai_blocks
-from agents.simulator.script import Reply, ScriptRequest
-from agents.simulator.state import RecordedRequest, SimulatorState
-from agents.simulator.validation import RequestRejected, check_context_openai, validate_openai
-from agents.simulator.wire import CUT_REPLY, PreparedReply, WireIO, prepare_reply
+from simulator.faults import Fault, http_fault, openai_error_body
+from simulator.prefix import has_envelope_markers, openai_blocks
+from simulator.script import Reply, ScriptRequest
+from simulator.state import RecordedRequest, SimulatorState
+from simulator.validation import RequestRejected, check_context_openai, validate_openai
+from simulator.wire import CUT_REPLY, PreparedReply, WireIO, prepare_reply
 
 _FINISH = {"end_turn": "stop", "tool_use": "tool_calls", "max_tokens": "length",
            "refusal": "stop"}

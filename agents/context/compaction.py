@@ -6,7 +6,7 @@ delete" and "The lesson hiding in micro-compaction"; numbers from hermes-facts Â
 
 What does not belong here: the database (the Django side archives every live row and inserts
 the returned rows in one transaction under the compaction lease), the breaker that decides
-whether to try (agents/breaker.py), and the calibrated trigger (agents/tokens.py).
+whether to try (agents/context/breaker.py), and the calibrated trigger (agents/context/tokens.py).
 """
 
 from __future__ import annotations

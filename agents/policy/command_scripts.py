@@ -252,7 +252,7 @@ def shebang_interpreter(source: str) -> str:
 
 
 class ScriptReader(Protocol):
-    """Reads scripts a command runs (agents/command_scripts.py). ``read``: the text, or
+    """Reads scripts a command runs (agents/policy/command_scripts.py). ``read``: the text, or
     None when it cannot be read safely; ``inside``: whether a path is in the workspace."""
 
     def read(self, path: str, cwd: str | None) -> str | None: ...

@@ -4,7 +4,7 @@ Messages follow what the Anthropic Messages API and OpenAI chat completions answ
 /work/shared/cases/failure-cases.md B01, B02, B03, B05, B07, B11, B17, B25 and public issue
 threads). Only rules a harness can break are checked: schema basics, role order, tool pairing,
 empty content, cache markers, tool names, context length. Rendering the error body is
-``agents.simulator.faults``; counting tokens is ``agents.simulator.prefix``.
+``simulator.faults``; counting tokens is ``simulator.prefix``.
 """
 
 from __future__ import annotations

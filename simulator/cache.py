@@ -6,7 +6,7 @@ breakpoint caches the prefix through its block; a lookup checks each breakpoint'
 up to 20 block boundaries before it; an entry lives 5 minutes (or 1 hour on request) and a
 hit refreshes it; a prefix shorter than the minimum cacheable length is never cached. A
 prefix is identified by a hash chained over the blocks' canonical bytes, so any byte change
-anywhere earlier misses. Turning a request body into blocks is ``agents.simulator.prefix``;
+anywhere earlier misses. Turning a request body into blocks is ``simulator.prefix``;
 the clock is ``SimClock`` here because TTL is the only thing that needs it.
 """
 

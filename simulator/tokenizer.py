@@ -3,7 +3,7 @@
 A real BPE vocabulary is not available offline, so this module imitates one in aggregate. It is
 what the simulator bills (usage fields, prompt-too-long, minimum cacheable length) and what
 streaming splits text into, so the harness's own estimator is calibrated against it. It holds
-no knowledge of requests or caching; see ``agents.simulator.prefix`` for what gets counted.
+no knowledge of requests or caching; see ``simulator.prefix`` for what gets counted.
 
 Rules (each regex piece below yields the stated number of tokens):
 

@@ -2,8 +2,8 @@
 
 Sources: bash(1) (BASH_ENV, ENV, PROMPT_COMMAND), ld.so(8) (LD_PRELOAD, LD_AUDIT), git-config(1)
 (keys that name a program), git(1) (built-in subcommands), issue 8 item 4 (what counts as a
-program that runs other commands). Pure data; used by agents/commands.py and
-agents/command_hooks.py.
+program that runs other commands). Pure data; used by agents/policy/commands.py and
+agents/policy/command_hooks.py.
 """
 
 from __future__ import annotations

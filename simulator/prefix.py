@@ -4,8 +4,8 @@ Order is tools → system → messages, one unit per tool definition, per system
 message content block (Anthropic prompt-caching docs). Each unit's bytes are canonical JSON
 (sorted keys, no whitespace) of the block without its ``cache_control`` marker, plus its role
 and whether it opens a message, so moving a breakpoint never changes a prefix but any byte
-change in the content does. Token costs come from ``agents.simulator.tokenizer``. Validation
-is not done here (``agents.simulator.validation`` runs first).
+change in the content does. Token costs come from ``simulator.tokenizer``. Validation
+is not done here (``simulator.validation`` runs first).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agents.simulator.cache import CacheBlock
-from agents.simulator.tokenizer import count_tokens
+from simulator.cache import CacheBlock
+from simulator.tokenizer import count_tokens
 
 MESSAGE_OVERHEAD_TOKENS = 4
 """Role framing billed once per message (on its first block)."""

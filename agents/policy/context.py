@@ -1,6 +1,6 @@
 """The policy's inputs and answer as plain values: PolicyContext (what ``decide`` may
-consult) and Decision (what it returns). agents/policy.py decides; its helpers
-(agents/policy_paths.py) read the context from here, so imports point one way.
+consult) and Decision (what it returns). agents/policy/__init__.py decides; its helpers
+(agents/policy/paths.py) read the context from here, so imports point one way.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ class PolicyContext:
     tool_policies: Mapping[str, str] = field(default_factory=dict)
     """Tools an admin configured (MCP servers' ``mcp__<server>__<tool>``) → "read_only"
     (allow), "allow" (allow) or "ask" (the ask path: a human, rules, bypass, unattended
-    deny). A tool not listed here and not built in asks (agents/policy.py decide)."""
+    deny). A tool not listed here and not built in asks (agents/policy/__init__.py decide)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,11 +1,11 @@
 """What a parsed command puts at risk: the hardline floor, the sudo guard and the ask classes.
 
-Input is a ParsedCommand (agents/command_model.py: quotes, wrappers, flags, payloads already
+Input is a ParsedCommand (agents/policy/command_model.py: quotes, wrappers, flags, payloads already
 normalised), so every rule reads meaning, not spelling (B29, B30). Sources: hermes-facts §10
 (hardline patterns, sudo -S guard), seed "The fourth fault". The floor is narrow on purpose:
 unrecoverable damage to the host (root or system trees, home, block devices, power, every
 process); broader risk asks. Deciding on a finding (order, bypass, isolation) is
-agents/policy.py.
+agents/policy/__init__.py.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from agents.command_model import ParsedCommand, SimpleCommand
-from agents.command_tables import DELETING_FLAGS, OUTPUT_FLAGS
+from agents.policy.command_model import ParsedCommand, SimpleCommand
+from agents.policy.command_tables import DELETING_FLAGS, OUTPUT_FLAGS
 
 Level = Literal["hardline", "guard", "ask"]
 

@@ -6,7 +6,7 @@ checkpoint actions, git aliases and program-valued config keys, find -exec, at, 
 env-var hooks such as BASH_ENV or LD_PRELOAD) has its payload parsed like any command, or
 a finding that asks when the payload cannot be seen; an unknown program given what looks
 like a command is an unknown wrapper (asks, and its tail is judged). ``HookWalker`` is the
-half of agents/commands.py's walker that does this; it calls back ``parse`` and ``argv``.
+half of agents/policy/commands.py's walker that does this; it calls back ``parse`` and ``argv``.
 """
 
 from __future__ import annotations
@@ -15,25 +15,25 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from agents.command_forms import Word, decode_ansi_c
-from agents.command_scripts import (ScriptEffects, other_script_effects, python_effects,
+from agents.policy.command_forms import Word, decode_ansi_c
+from agents.policy.command_scripts import (ScriptEffects, other_script_effects, python_effects,
                                     shebang_interpreter)
-from agents.command_tables import (COMMAND_VARS, GIT_BUILTINS, GIT_EXEC_KEYS, HOOK_VARS,
+from agents.policy.command_tables import (COMMAND_VARS, GIT_BUILTINS, GIT_EXEC_KEYS, HOOK_VARS,
                                    INTERPRETER, RUN_WORDS, SHELLS, UNKNOWN_CWD)
 
 if TYPE_CHECKING:
-    from agents.command_model import SimpleCommand
+    from agents.policy.command_model import SimpleCommand
 
 
 class HookWalker:
-    """Mixin of agents.commands._Walker: follows what a command runs. Expects ``parse``,
+    """Mixin of agents.policy.commands._Walker: follows what a command runs. Expects ``parse``,
     ``argv``, ``findings``, ``cwd`` and ``reader`` on the walker."""
 
     findings: list[tuple[str, str]]
     cwd: str | None
     reader: Any
 
-    # Provided by agents.commands._Walker (declared, not defined, so a missing one fails
+    # Provided by agents.policy.commands._Walker (declared, not defined, so a missing one fails
     # loudly as an AttributeError): parse(text, depth) and
     # argv(words, depth, mode, data, redirects), each -> str | None.
     parse: Callable[[str, int], str | None]
@@ -120,7 +120,7 @@ class HookWalker:
     def interpreter(self, cmd: SimpleCommand, inner: list[Word], depth: int, mode: str,
                     data: str | None) -> None:
         """python / perl / ruby / node ...: inline code (``-c``/``-e``, a heredoc) and a
-        script operand are read and judged like a script (agents/command_scripts.py);
+        script operand are read and judged like a script (agents/policy/command_scripts.py);
         code read from a pipe cannot be seen and asks."""
         name = cmd.name
         kind = "python" if name.startswith(("python", "pypy")) else "other"

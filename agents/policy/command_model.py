@@ -1,8 +1,8 @@
 """What a parsed command line is: the simple commands a shell would run (plain data).
 
-Built by agents/commands.py (the parser), read by the policy's judges (command_hooks,
+Built by agents/policy/commands.py (the parser), read by the policy's judges (command_hooks,
 command_risk, command_rules, policy_paths); kept apart so those modules import downward
-only (agents/commands.py imports them).
+only (agents/policy/commands.py imports them).
 """
 
 from __future__ import annotations

@@ -12,10 +12,10 @@ import shlex
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING
 
-from agents.command_forms import git_globals, normalize_argv, normalize_pattern
+from agents.policy.command_forms import git_globals, normalize_argv, normalize_pattern
 
 if TYPE_CHECKING:
-    from agents.command_model import ParsedCommand
+    from agents.policy.command_model import ParsedCommand
 
 RISK_SEVERITY: tuple[str, ...] = (
     "destructive", "app_config", "workspace_destructive", "database", "infra", "git_history",

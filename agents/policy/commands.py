@@ -6,7 +6,7 @@ without changing the effect (failure cases B29, B30; seed "The fourth fault"). T
 parses with bashlex, walks every place a command can hide, statically evaluates the few
 producers and filters obfuscation uses (echo, printf, base64 -d, xxd -r -p, tr, rev), strips
 wrappers and canonicalises executables and flags. Judging what a command means (hardline,
-ask) is agents/command_risk.py; deciding is agents/policy.py. Nothing here runs a command.
+ask) is agents/policy/command_risk.py; deciding is agents/policy/__init__.py. Nothing here runs a command.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from typing import Any
 
 import bashlex
 
-from agents.command_forms import (Word, git_globals, in_double_quotes, normalize_argv,
+from agents.policy.command_forms import (Word, git_globals, in_double_quotes, normalize_argv,
                                   prepare_for_parsing, static_output, unwrap)
-from agents.command_hooks import HookWalker
-from agents.command_model import ParsedCommand, SimpleCommand
-from agents.command_scripts import ScriptReader
-from agents.command_tables import (AWKS, DOWNLOADERS, EDITORS, GLOB_CANDIDATES, INTERPRETER,
+from agents.policy.command_hooks import HookWalker
+from agents.policy.command_model import ParsedCommand, SimpleCommand
+from agents.policy.command_scripts import ScriptReader
+from agents.policy.command_tables import (AWKS, DOWNLOADERS, EDITORS, GLOB_CANDIDATES, INTERPRETER,
                                    KNOWN_PROGRAMS, SHELLS, WRITE_PROGRAMS, _GLOB_NAME)
 
 MAX_DEPTH = 8  # nested sh -c / eval / decode levels before giving up (then: unparseable)

@@ -19,12 +19,12 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from agents.simulator.anthropic_api import count_tokens_endpoint, handle_messages
-from agents.simulator.demo import demo_policy
-from agents.simulator.faults import Fault
-from agents.simulator.openai_api import handle_chat
-from agents.simulator.script import Policy, Script, ScriptRule
-from agents.simulator.state import SimulatorState
+from simulator.anthropic_api import count_tokens_endpoint, handle_messages
+from simulator.demo import demo_policy
+from simulator.faults import Fault
+from simulator.openai_api import handle_chat
+from simulator.script import Policy, Script, ScriptRule
+from simulator.state import SimulatorState
 
 MAX_BODY_BYTES = 64 * 1024 * 1024
 

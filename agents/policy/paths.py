@@ -5,7 +5,7 @@ Every operand and redirect of a command is resolved against the tracked working 
 resolved file, never the path as typed (failure cases B32, B33; issue 8 finding 2). On a
 host backend: writes outside the workspace ask, writes into the app's data, code or another
 workspace are denied, reads there ask. On every backend: deleting the workspace or most of
-it asks (the workspace is a writable host mount; issue 8 item 3). Used by agents/policy.py.
+it asks (the workspace is a writable host mount; issue 8 item 3). Used by agents/policy/__init__.py.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from agents.command_risk import home_config_file, write_targets
-from agents.command_tables import UNKNOWN_CWD
+from agents.policy.command_risk import home_config_file, write_targets
+from agents.policy.command_tables import UNKNOWN_CWD
 
 if TYPE_CHECKING:
-    from agents.command_model import ParsedCommand, SimpleCommand
-    from agents.policy_context import PolicyContext
+    from agents.policy.command_model import ParsedCommand, SimpleCommand
+    from agents.policy.context import PolicyContext
 
 PROTECTED_NAMES = frozenset({"agents.md", "claude.md", "hermes.md", ".hermes.md", "soul.md",
                              ".cursorrules", "skill.md"})

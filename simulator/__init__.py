@@ -13,14 +13,14 @@ here: nothing in agents/ outside tests and the composition root should import th
     sim.stop()
 """
 
-from agents.simulator.cache import CacheBlock, CacheOutcome, PromptCache, SimClock
-from agents.simulator.demo import demo_policy
-from agents.simulator.faults import FAULT_KINDS, Fault
-from agents.simulator.script import Reply, Script, ScriptRequest, ScriptRule, ToolCallSpec, \
+from simulator.cache import CacheBlock, CacheOutcome, PromptCache, SimClock
+from simulator.demo import demo_policy
+from simulator.faults import FAULT_KINDS, Fault
+from simulator.script import Reply, Script, ScriptRequest, ScriptRule, ToolCallSpec, \
     ToolExchange
-from agents.simulator.server import SimulatorServer
-from agents.simulator.state import RecordedRequest, SimConfig, SimulatorState
-from agents.simulator.tokenizer import count_tokens, tokenize
+from simulator.server import SimulatorServer
+from simulator.state import RecordedRequest, SimConfig, SimulatorState
+from simulator.tokenizer import count_tokens, tokenize
 
 __all__ = [
     "CacheBlock", "CacheOutcome", "FAULT_KINDS", "Fault", "PromptCache", "RecordedRequest",

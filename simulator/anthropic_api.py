@@ -4,7 +4,7 @@ One request: validate, consume a fault, check the context window, account the pr
 ask the script, render the reply in the real wire shape (event sequence message_start,
 content_block_start, ping, content_block_delta, content_block_stop, message_delta,
 message_stop), and record it. Validation rules, cache rules and scripts live in their own
-modules; HTTP plumbing is ``agents.simulator.server``.
+modules; HTTP plumbing is ``simulator.server``.
 """
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agents.simulator.cache import CacheOutcome
-from agents.simulator.faults import Fault, anthropic_error_body, http_fault
-from agents.simulator.prefix import anthropic_blocks
-from agents.simulator.script import Reply, ScriptRequest
-from agents.simulator.state import RecordedRequest, SimulatorState
-from agents.simulator.validation import RequestRejected, check_context_anthropic, \
+from simulator.cache import CacheOutcome
+from simulator.faults import Fault, anthropic_error_body, http_fault
+from simulator.prefix import anthropic_blocks
+from simulator.script import Reply, ScriptRequest
+from simulator.state import RecordedRequest, SimulatorState
+from simulator.validation import RequestRejected, check_context_anthropic, \
     validate_anthropic
-from agents.simulator.wire import CUT_REPLY, PreparedReply, WireIO, prepare_reply
+from simulator.wire import CUT_REPLY, PreparedReply, WireIO, prepare_reply
 
 
 def _sse(event: str, data: dict[str, Any]) -> bytes:

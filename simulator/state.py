@@ -9,10 +9,10 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.simulator.cache import PromptCache, SimClock
-from agents.simulator.demo import demo_policy
-from agents.simulator.faults import FaultQueue
-from agents.simulator.script import Policy, Script, ScriptRule
+from simulator.cache import PromptCache, SimClock
+from simulator.demo import demo_policy
+from simulator.faults import FaultQueue
+from simulator.script import Policy, Script, ScriptRule
 
 DEFAULT_CONTEXT_WINDOW = 200_000
 DEFAULT_MIN_CACHEABLE_TOKENS = 1024

@@ -3,7 +3,7 @@
 A script maps a ``ScriptRequest`` (the request reduced to what a policy needs, same shape for
 both wire formats) to a ``Reply`` (text and/or tool calls, per-token delay). Rules match on
 the last user text and/or the newest tool results by regex; the first matching rule wins.
-Wire rendering is in the API modules; the default policy is ``agents.simulator.demo``.
+Wire rendering is in the API modules; the default policy is ``simulator.demo``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Union
 
-from agents.simulator.prefix import content_text
+from simulator.prefix import content_text
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -7,7 +7,7 @@ verdict, strikes, streaks, probation".
 A state machine with no I/O. The Django side rehydrates it from the Session row whenever a
 worker binds to a session (``CompactionBreaker.from_dict``) and writes ``to_dict()`` back after
 every method that changes it, so a restart never resets a counter. What does not belong here:
-the threshold arithmetic (agents/compaction.py) and the calibrated trigger (agents/tokens.py).
+the threshold arithmetic (agents/context/compaction.py) and the calibrated trigger (agents/context/tokens.py).
 """
 
 from __future__ import annotations

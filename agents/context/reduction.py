@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from agents.prune import is_cold_resume
+from agents.context.prune import is_cold_resume
 
 ReductionStep = Literal["idle_compaction", "cold_prune", "prune", "compaction"]
 RecoveryStep = Literal["shrink_output", "notice_breaker", "forced_prune", "forced_compaction",
@@ -45,7 +45,7 @@ class ReductionState:
     prompt cache's TTL (s). ``prune_trigger_tokens``: HERMES_PRUNE_TRIGGER_TOKENS (0 = off).
     ``compaction_enabled``: HERMES_COMPACTION_ENABLED. ``compactions``: compactions
     committed in this turn. ``over_threshold``: the calibrator's verdict on the projected
-    prompt (agents/tokens.py Calibrator.should_compact).
+    prompt (agents/context/tokens.py Calibrator.should_compact).
     """
 
     first_request: bool

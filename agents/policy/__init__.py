@@ -24,7 +24,7 @@ on that single call passes it.
 Pure apart from resolving paths on disk (realpath: symlinks and ``..`` are resolved before
 any check; failure case B33) and reading the identity contextvar. Never reads the process
 environment: bypass is a value the caller passes (``freeze_bypass``). Parsing is
-agents/commands.py; what a command risks is agents/command_risk.py.
+agents/policy/commands.py; what a command risks is agents/policy/command_risk.py.
 """
 
 from __future__ import annotations
@@ -34,14 +34,14 @@ import os
 from fnmatch import fnmatchcase
 from typing import Any
 
-from agents.command_risk import assess, write_targets
-from agents.command_rules import (DESTRUCTIVE_CLASSES, first_matching_rule, most_severe,
+from agents.policy.command_risk import assess, write_targets
+from agents.policy.command_rules import (DESTRUCTIVE_CLASSES, first_matching_rule, most_severe,
                                   rule_matches)
-from agents.command_scripts import WorkspaceReader
-from agents.command_tables import UNKNOWN_CWD
-from agents.commands import parse_command
-from agents.policy_context import Decision, PolicyContext, Verdict  # noqa: F401
-from agents.policy_paths import (PROTECTED_NAMES, is_protected, is_sensitive,  # noqa: F401
+from agents.policy.command_scripts import WorkspaceReader
+from agents.policy.command_tables import UNKNOWN_CWD
+from agents.policy.commands import parse_command
+from agents.policy.context import Decision, PolicyContext, Verdict  # noqa: F401
+from agents.policy.paths import (PROTECTED_NAMES, is_protected, is_sensitive,  # noqa: F401
                                  is_within, path_findings, resolve_path)
 from agents.errors import HarnessError
 from agents.identity import current_identity

@@ -9,7 +9,7 @@ Two jobs, both needed before any rule is matched (failure cases B29, B30):
   payload can be parsed like any other command. Only side-effect-free commands with no
   environment dependence are evaluated; anything else is unknown (None), never guessed.
 
-Parsing and walking is agents/commands.py; judging is agents/command_risk.py.
+Parsing and walking is agents/policy/commands.py; judging is agents/policy/command_risk.py.
 """
 
 from __future__ import annotations
