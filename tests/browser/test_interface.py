@@ -236,6 +236,9 @@ def test_workspace_panel_tree_preview_upload_and_tool_writes(server, browser, tm
     page.set_input_files("#upload-file", str(small))
     page.click(".upload-form button")
     page.wait_for_selector(".file-tree >> text=data.csv")
+    # The panel was just swapped (and may be swapped again by the workspace.changed event):
+    # let htmx settle before choosing the next file, or the file lands on a detached input.
+    page.wait_for_load_state("networkidle")
     big = tmp_path / "big.bin"
     big.write_bytes(b"x" * 2001)
     page.set_input_files("#upload-file", str(big))
