@@ -21,7 +21,9 @@ SECRET = "HOST-SECRET-7f3a9c"
 
 def skip_unless_available(kind: str) -> None:
     """Skip when ``kind`` cannot run here: the sandbox needs working bubblewrap, the local
-    backend's confinement tests need Landlock (without it the policy alone answers)."""
+    backend's confinement tests need Landlock (without it the policy alone answers).
+    Capability skips, not stubs: this host (and .ci/run, which installs bubblewrap) has both,
+    so CI runs every one of these tests."""
     if kind == "sandbox" and not sandbox_available():
         pytest.skip("bubblewrap unusable here")
     if kind == "local" and landlock_abi() == 0:

@@ -103,7 +103,7 @@ def test_the_apps_services_on_this_host_are_unreachable_over_tcp(ctx, settings):
     from a command (Landlock ABI >= 4 on the local backend; no network in the sandbox)."""
     from agents.backends.confine import landlock_abi
 
-    if ctx.backend.name == "local" and landlock_abi() < 4:
+    if ctx.backend.name == "local" and landlock_abi() < 4:  # kernel capability, not a stub
         pytest.skip("Landlock below ABI 4 has no network rules")
     out = term(ctx, "psql -h 127.0.0.1 -U postgres -tc 'select 4242' 2>&1; "
                     "redis-cli -h 127.0.0.1 ping 2>&1; "
