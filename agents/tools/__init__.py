@@ -104,6 +104,18 @@ class Tool(Protocol):
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput: ...
 
 
+class NoPathArguments:
+    """For tools whose arguments name no path and no shell command (memory, todo, clarify,
+    delegate, execute_code): they declare ``targets`` = [] and ``command`` = None, and the
+    policy judges their ``effect`` instead."""
+
+    def targets(self, args: dict[str, Any]) -> list[tuple[str, Access]]:
+        return []
+
+    def command(self, args: dict[str, Any]) -> str | None:
+        return None
+
+
 EFFECTS = ("files", "state", "delegation", "code")
 """The words a tool's ``effect`` may declare (agents/policy/__init__.py decide)."""
 
@@ -148,5 +160,5 @@ def tool_facts(tool: Tool | None, args: dict[str, Any]) -> ToolFacts:
                      targets=targets, command=command_of(args))
 
 
-__all__ = ["CURRENT_CALL_ID", "Access", "PathScope", "Tool", "ToolContext", "ToolFacts", "ToolOutput",
+__all__ = ["CURRENT_CALL_ID", "Access", "NoPathArguments", "PathScope", "Tool", "ToolContext", "ToolFacts", "ToolOutput",
            "DEFAULT_CONTEXT_WINDOW", "tool_facts"]

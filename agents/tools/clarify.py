@@ -18,7 +18,7 @@ from typing import Any
 from agents.errors import ToolError
 from agents.messages import ToolCall, ToolSpec
 from agents.policy.context import Decision
-from agents.tools import CURRENT_CALL_ID, Access, PathScope, ToolContext, ToolOutput
+from agents.tools import CURRENT_CALL_ID, NoPathArguments, PathScope, ToolContext, ToolOutput
 
 MAX_QUESTION_CHARS = 2000
 MAX_CHOICES = 4
@@ -61,7 +61,7 @@ def clarify_gate(call: ToolCall, decision: Decision, *, answered: bool,
                     normalized="clarify")
 
 
-class ClarifyTool:
+class ClarifyTool(NoPathArguments):
     """clarify {question, choices?} → "The user answered: <answer>". ``ctx.extras``:
     ``clarify_answers`` {tool_call_id: answer} for this turn, ``unattended`` True → NO_HUMAN.
     Interactive: the scheduler runs it alone."""
@@ -86,13 +86,6 @@ class ClarifyTool:
     read_only = True
 
     effect = "state"  # a question to the user
-
-    def targets(self, args: dict[str, Any]) -> list[tuple[str, Access]]:
-        """No path arguments: the policy judges the declared effect."""
-        return []
-
-    def command(self, args: dict[str, Any]) -> str | None:
-        return None
     interactive = True
 
     def paths(self, args: dict[str, Any], ctx: ToolContext) -> PathScope | None:

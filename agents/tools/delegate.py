@@ -32,7 +32,7 @@ from typing import Any
 from agents.errors import DelegationRequested, ToolError
 from agents.messages import Message, ToolSpec
 from agents.context.tokens import estimate_text_tokens
-from agents.tools import Access, PathScope, ToolContext, ToolOutput
+from agents.tools import NoPathArguments, PathScope, ToolContext, ToolOutput
 from agents.tools.spill import CHARS_PER_TOKEN, SpillLimits, spill_message
 
 DELEGATE_TOOL = "delegate"
@@ -307,7 +307,7 @@ def delegate_result(outcomes: Sequence[ChildOutcome], *, ctx: ToolContext,
 
 
 @dataclass(frozen=True, slots=True)
-class DelegateTool:
+class DelegateTool(NoPathArguments):
     """The delegate tool. Needs ``ctx.extras["delegation"]`` (a DelegationContext); without
     it the call fails with a clear error (delegation not available here). ``run`` never
     returns normally for a valid call: it raises DelegationRequested."""
@@ -317,13 +317,6 @@ class DelegateTool:
     read_only: bool = False
 
     effect = "delegation"  # child agents, each gated in its own session
-
-    def targets(self, args: dict[str, Any]) -> list[tuple[str, Access]]:
-        """No path arguments: the policy judges the declared effect."""
-        return []
-
-    def command(self, args: dict[str, Any]) -> str | None:
-        return None
     interactive: bool = False
 
     def paths(self, args: dict[str, Any], ctx: ToolContext) -> PathScope | None:

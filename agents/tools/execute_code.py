@@ -33,7 +33,7 @@ from typing import Any
 
 from agents.errors import ToolError
 from agents.messages import ToolSpec
-from agents.tools import Access, PathScope, ToolContext, ToolOutput
+from agents.tools import NoPathArguments, PathScope, ToolContext, ToolOutput
 from agents.tools.workspace import Workspace
 
 DEFAULT_TIMEOUT = 60
@@ -161,7 +161,7 @@ class RpcServer:
             pass
 
 
-class ExecuteCode:
+class ExecuteCode(NoPathArguments):
     """execute_code {code, timeout=60 (max 300)} → the script's output, its exit code and
     how many tool calls it made. ``ctx.extras``: ``code_rpc`` (the RPC handler; without it
     the script runs with no tools), ``code_output_cap`` (characters), ``should_stop``."""
@@ -189,13 +189,6 @@ class ExecuteCode:
     read_only = False
 
     effect = "code"  # Python through the command backend
-
-    def targets(self, args: dict[str, Any]) -> list[tuple[str, Access]]:
-        """No path arguments: the policy judges the declared effect."""
-        return []
-
-    def command(self, args: dict[str, Any]) -> str | None:
-        return None
     interactive = False
 
     def paths(self, args: dict[str, Any], ctx: ToolContext) -> PathScope | None:

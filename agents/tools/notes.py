@@ -13,13 +13,13 @@ from agents.errors import ToolError
 from agents.memory import ACTIONS, MemoryRefused
 from agents.messages import ToolSpec
 from agents.todo import STATUSES, TodoRefused, todo_render
-from agents.tools import Access, PathScope, ToolContext, ToolOutput
+from agents.tools import NoPathArguments, PathScope, ToolContext, ToolOutput
 
 CHILD_MEMORY_ERROR = ("memory is read-only for delegated child agents (they never write "
                       "long-term memory); report the fact to the parent instead")
 
 
-class MemoryTool:
+class MemoryTool(NoPathArguments):
     """memory {action: add|replace|remove, content?, old_text?} → what changed and the usage
     ("N/limit characters used"). ``ctx.extras["memory"](action, content, old_text) -> str``
     stores it (raises MemoryRefused: the cap, no match). ``ctx.extras["is_child"]`` True →
@@ -49,13 +49,6 @@ class MemoryTool:
     read_only = False
 
     effect = "state"  # a user's notes: no file, no command
-
-    def targets(self, args: dict[str, Any]) -> list[tuple[str, Access]]:
-        """No path arguments: the policy judges the declared effect."""
-        return []
-
-    def command(self, args: dict[str, Any]) -> str | None:
-        return None
     interactive = False
 
     def paths(self, args: dict[str, Any], ctx: ToolContext) -> PathScope | None:
@@ -74,7 +67,7 @@ class MemoryTool:
         return ToolOutput(text=text)
 
 
-class TodoTool:
+class TodoTool(NoPathArguments):
     """todo {todos: [{id, content, status}], merge=false} → the whole list after the change.
     ``merge`` false replaces the list; true updates items by id. ``ctx.extras["todo"](todos,
     merge) -> list[dict]`` stores it (raises TodoRefused) and announces it to the chat."""
@@ -108,13 +101,6 @@ class TodoTool:
     read_only = False
 
     effect = "state"  # the session's task list
-
-    def targets(self, args: dict[str, Any]) -> list[tuple[str, Access]]:
-        """No path arguments: the policy judges the declared effect."""
-        return []
-
-    def command(self, args: dict[str, Any]) -> str | None:
-        return None
     interactive = False
 
     def paths(self, args: dict[str, Any], ctx: ToolContext) -> PathScope | None:
