@@ -15,6 +15,7 @@ from django import forms
 from django.conf import settings
 from django.utils import timezone
 
+from agents.egress import EgressDenied, egress_check
 from agents.tools.mcp import POLICIES, SERVER_NAME
 from sessions.mcp import check_server
 from sessions.mcp_models import POLICY_CHOICES, McpServer
@@ -155,6 +156,11 @@ class McpServerForm(forms.Form):
         if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
             self.add_error("url", "Give an http:// or https:// URL with a host, e.g. "
                                   "https://tools.example.com/mcp.")
+            return
+        try:  # also checked before every request the worker sends (DNS can change)
+            egress_check(url, allowed=settings.HERMES["MCP_HTTP_ALLOW_PRIVATE"])
+        except EgressDenied as exc:
+            self.add_error("url", str(exc))
 
     def _check_connection(self, data) -> list[dict] | None:
         row = McpServer(team=self.team, name=data["name"], transport=data["transport"],

@@ -18,13 +18,16 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
+import socket
 import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from agents.egress import EgressDenied, allowed_entry, egress_check
 from agents.errors import ToolError
 from agents.tools.mcp import RemoteTool, name_problem, schema_problem
 
@@ -49,7 +52,9 @@ def reconnect_delay(attempt: int, *, base: float = BACKOFF_BASE, cap: float = BA
 class ServerConfig:
     """One server as the manager needs it. ``key``: unique in the process (team and name);
     ``transport``: "stdio" (``argv``, ``env`` merged over the SDK's safe defaults) or
-    "http" (``url``). Two configs with equal fields are the same server (no restart)."""
+    "http" (``url``). Two configs with equal fields are the same server (no restart).
+    ``allow_private``: host or host:port entries the operator lets an http server resolve
+    to a non-public address (agents/egress.py; every other one is refused per request)."""
 
     key: str
     name: str
@@ -57,6 +62,7 @@ class ServerConfig:
     argv: tuple[str, ...] = ()
     url: str = ""
     env: tuple[tuple[str, str], ...] = ()
+    allow_private: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -103,8 +109,36 @@ def _client_for(config: ServerConfig, read_timeout: float):
         target: Any = StdioServerParameters(command=config.argv[0], args=list(config.argv[1:]),
                                             env=dict(config.env) or None)
     else:
-        target = config.url
+        target = _guarded_http(config)
     return Client(target, read_timeout_seconds=read_timeout)
+
+
+@contextlib.asynccontextmanager
+async def _guarded_http(config: ServerConfig):
+    """The SDK's streamable-HTTP transport on an HTTP client that checks the egress rule
+    before every request it sends (the first POST, each later one, the GET stream and any
+    same-origin redirect), so a host name re-pointed at 127.0.0.1 after the admin saved it
+    is refused at the next request rather than trusted from the form's check."""
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    async def check(request) -> None:
+        host, port = request.url.host, request.url.port or (
+            443 if request.url.scheme == "https" else 80)
+        if allowed_entry(host, port, config.allow_private):
+            return
+        try:
+            infos = await asyncio.get_running_loop().getaddrinfo(host, port,
+                                                                 type=socket.SOCK_STREAM)
+        except (socket.gaierror, UnicodeError) as exc:
+            raise EgressDenied(f"{host!r} does not resolve ({exc}).") from exc
+        egress_check(str(request.url), allowed=config.allow_private,
+                     resolve=lambda _h, _p: sorted({info[4][0] for info in infos}))
+
+    async with create_mcp_http_client() as http:
+        http.event_hooks = {"request": [check], "response": []}
+        async with streamable_http_client(config.url, http_client=http) as streams:
+            yield streams
 
 
 async def list_tools_once(config: ServerConfig, *, timeout: float = CONNECT_TIMEOUT

@@ -410,4 +410,8 @@ HERMES = {
     # Who may configure a stdio MCP server (a command the worker starts on the host as its
     # own user): "staff" (team admins who are staff), "admins" (any team admin) or "off".
     "MCP_STDIO_ALLOWED": env_str("HERMES_MCP_STDIO_ALLOWED", "staff"),
+    # Hosts (or host:port) a streamable-HTTP MCP server may resolve to a loopback, private
+    # or link-local address; every other such URL is refused (agents/egress.py: a team
+    # admin must not reach the host's PostgreSQL, Redis or metadata endpoint through it).
+    "MCP_HTTP_ALLOW_PRIVATE": env_list("HERMES_MCP_HTTP_ALLOW_PRIVATE", []),
 }

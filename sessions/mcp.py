@@ -61,7 +61,8 @@ def server_config(row: McpServer) -> ServerConfig:
     argv = tuple(shlex.split(row.command)) if row.transport == McpServer.Transport.STDIO else ()
     return ServerConfig(key=server_key(row), name=row.name, transport=row.transport,
                         argv=argv, url=row.url if row.transport == "http" else "",
-                        env=tuple(sorted((str(k), str(v)) for k, v in (row.env or {}).items())))
+                        env=tuple(sorted((str(k), str(v)) for k, v in (row.env or {}).items())),
+                        allow_private=tuple(settings.HERMES["MCP_HTTP_ALLOW_PRIVATE"]))
 
 
 def team_servers(team_id: int | None) -> list[McpServer]:

@@ -15,6 +15,21 @@ def _no_embedded_cli_worker(settings):
 
 
 @pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings, tmp_path_factory):
+    """Embedded mode tests on a SQLite *file* (WAL, IMMEDIATE, busy timeout, as `make run`
+    uses), not Django's default in-memory test database. In-memory SQLite shares one cache
+    between threads, and its table locks fail a read that meets another thread's write with
+    "database table is locked" instead of waiting: a test thread polling a turn while a
+    worker thread runs it failed at random in CI (test_cli_chat_goes_through_the_task_and_
+    the_gate). A file per pytest run, so two runs on one host never share it."""
+    from django.conf import settings
+
+    db = settings.DATABASES["default"]
+    if db["ENGINE"] == "django.db.backends.sqlite3":
+        db.setdefault("TEST", {})["NAME"] = str(tmp_path_factory.mktemp("db") / "test.sqlite3")
+
+
+@pytest.fixture(scope="session")
 def django_db_setup(django_db_setup, django_db_blocker):
     """pytest-django's test database, and before it is dropped: end this database's other
     PostgreSQL backends. Connections persist (CONN_MAX_AGE), also in the worker threads

@@ -19,7 +19,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def admin_client(make_user, login, hermes_settings):
     hermes_settings.HERMES = {**hermes_settings.HERMES, "MCP_CHECK_TIMEOUT": 20.0,
-                              "MCP_STDIO_ALLOWED": "admins"}
+                              "MCP_STDIO_ALLOWED": "admins",
+                              "MCP_HTTP_ALLOW_PRIVATE": ["127.0.0.1"]}  # the test servers
     admin = make_user("ada", team="red", role="admin")
     yield login(admin), admin.memberships.get().team
     mcp.mcp_manager_reset()
@@ -83,6 +84,29 @@ def test_bad_input_is_a_clear_form_error_and_nothing_is_stored(admin_client, fie
     response = client.post(f"/settings/teams/{team.pk}/mcp/", form(**fields))
     assert response.status_code == 400
     assert message.replace("'", "&#x27;") in errors(response) or message in errors(response)
+    assert not McpServer.objects.exists()
+
+
+@pytest.mark.parametrize("url, problem", [
+    ("http://127.0.0.1:5432/mcp", "127.0.0.1, a loopback address"),   # the app's PostgreSQL
+    ("http://localhost:6379/", "a loopback address"),                 # Redis, by name
+    ("http://169.254.169.254/latest/meta-data/", "a link-local address"),  # cloud metadata
+    ("http://[::ffff:10.0.0.1]/mcp", "a private address"),
+    ("http://no-such-host.invalid/mcp", "does not resolve"),
+])
+def test_an_http_server_on_the_hosts_own_network_is_refused_even_with_skip_check(
+        admin_client, hermes_settings, url, problem):
+    """SSRF: a team admin must not make the worker fetch the host's own services. The
+    operator's allowance names 127.0.0.1 only for other tests; here nothing is allowed."""
+    hermes_settings.HERMES = {**hermes_settings.HERMES, "MCP_HTTP_ALLOW_PRIVATE": []}
+    client, team = admin_client
+    response = client.post(f"/settings/teams/{team.pk}/mcp/",
+                           form(name="web", transport="http", command="", url=url,
+                                skip_check="on"))
+    assert response.status_code == 400
+    assert problem in errors(response)
+    if "address" in problem:  # the admin learns who can allow it
+        assert "HERMES_MCP_HTTP_ALLOW_PRIVATE" in errors(response)
     assert not McpServer.objects.exists()
 
 

@@ -113,7 +113,8 @@ def test_a_malformed_result_is_a_tool_error_naming_it(manager):
 
 def test_an_http_server_is_listed_and_called(manager):
     with http_server() as url:
-        config = ServerConfig(key="t/web", name="web", transport="http", url=url)
+        config = ServerConfig(key="t/web", name="web", transport="http", url=url,
+                              allow_private=("127.0.0.1",))
         manager.ensure("t", [config])
         assert manager.wait_connected(config.key, 20)
         assert [t.name for t in manager.status(config.key).tools] == ["lookup", "shout"]

@@ -13,11 +13,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agents.policy import PolicyContext, check_command
+from agents.policy.paths import PROTECTED_NAMES
 
 CTX = PolicyContext(session_id="s1", user_id="u1", workspace="/nonexistent-hermes-rules-ws")
 
 names = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789_-.", min_size=1,
-                max_size=10).filter(lambda s: not s.startswith(("-", ".")) and s != "_")
+                max_size=10).filter(lambda s: not s.startswith(("-", ".")) and s != "_"
+                                    # a protected file (hermes.md) is its own, stricter class
+                                    and s.lower() not in PROTECTED_NAMES)
 operands = st.lists(names, min_size=1, max_size=3)
 DESTRUCTIVE = [
     lambda ops: f"rm -rf {' '.join(ops)}",

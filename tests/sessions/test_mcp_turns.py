@@ -42,7 +42,8 @@ def clock(monkeypatch):
 def alice(make_user, hermes_settings, clock):
     hermes_settings.HERMES = {**hermes_settings.HERMES, "RETRY_BASE_DELAY": 0.01,
                               "BACKEND": "local", "MCP_CONNECT_WAIT": 20.0,
-                              "MCP_PING_INTERVAL": 0.5, "MCP_CALL_TIMEOUT": 20.0}
+                              "MCP_PING_INTERVAL": 0.5, "MCP_CALL_TIMEOUT": 20.0,
+                              "MCP_HTTP_ALLOW_PRIVATE": ["127.0.0.1"]}  # the test servers
     yield make_user("alice", team="red")
     mcp.mcp_manager_reset()
 
@@ -80,6 +81,25 @@ def tool_message(session) -> Message:
 
 def offered(simulator, index=-1) -> list[str]:
     return [t["name"] for t in simulator.state.requests[index].body.get("tools") or []]
+
+
+def test_a_saved_http_server_that_now_resolves_to_the_host_is_refused_by_the_worker(
+        alice, simulator, hermes_settings):
+    """The form checked the URL when it was saved; the name can be re-pointed since (DNS
+    rebinding) or the operator's allowance withdrawn. The worker checks before every request:
+    the server never connects, its tools are never offered, the turn goes on."""
+    with http_server() as url:
+        hermes_settings.HERMES = {**hermes_settings.HERMES, "MCP_HTTP_ALLOW_PRIVATE": [],
+                                  "MCP_CONNECT_WAIT": 3.0}
+        row = add_server(alice, "web", url=url.replace("127.0.0.1", "localhost"))
+        simulator.state.script = calls(shout=("mcp__web__shout", {"text": "hi"}))
+        session = session_create(user=alice)
+        turn = run_turn(session, alice, "shout")
+        assert turn.status == Turn.Status.COMPLETED
+        assert "mcp__web__shout" not in offered(simulator)
+        status = mcp.mcp_manager().status(mcp.server_key(row))
+        assert status.state == "failed" and "loopback address" in status.error
+        assert not McpServer.objects.get(pk=row.pk).tools_listed
 
 
 def test_a_members_session_calls_the_teams_stdio_server_tool(alice, simulator):
