@@ -36,7 +36,7 @@ from agents.spend_caps import (
     RESERVATION_TTL_SECONDS, BudgetExceeded, Cap, cap_decide, period_end, period_start,
     warning_text, worst_case_usd)
 from agents.context.tokens import estimate_payload_tokens
-from sessions.models import UsageRecord
+from sessions.models import Session, UsageRecord
 
 WAIT_POLL_SECONDS = 0.2
 
@@ -50,27 +50,65 @@ class Admission:
     reserved_usd: Decimal | None = Decimal(0)
 
 
+LINEAGE_WALK_MAX = 16
+"""Generations followed up or down the parent links (delegation depth is far below)."""
+
+
+def session_ancestors(session) -> list[int]:
+    """``session``'s id and those of the sessions that delegated to it, nearest first
+    (child agents have ``parent`` set, sessions/delegation.py)."""
+    ids, parent_id = [session.pk], session.parent_id
+    while parent_id is not None and len(ids) <= LINEAGE_WALK_MAX:
+        ids.append(parent_id)
+        parent_id = Session.objects.filter(pk=parent_id).values_list(
+            "parent_id", flat=True).first()
+    return ids
+
+
+def session_descendants(session_id: int) -> list[int]:
+    """``session_id`` and every session below it (children, their children), one query per
+    generation."""
+    ids, frontier = [session_id], [session_id]
+    for _ in range(LINEAGE_WALK_MAX):
+        frontier = list(Session.objects.filter(parent_id__in=frontier)
+                        .values_list("id", flat=True))
+        if not frontier:
+            break
+        ids.extend(frontier)
+    return ids
+
+
 def budgets_for(session) -> list[Budget]:
-    """The budgets that apply to a call of ``session``: its owner's, its team's, its own."""
-    scope = Q(scope="user", user_id=session.owner_id) | Q(scope="session", session_id=session.pk)
+    """The budgets that apply to a call of ``session``: its owner's, its team's, its own, and
+    those of the sessions that delegated to it: a session's cap bounds what its child agents
+    spend too, or delegating would be a way around it."""
+    scope = (Q(scope="user", user_id=session.owner_id)
+             | Q(scope="session", session_id__in=session_ancestors(session)))
     if session.team_id:
         scope |= Q(scope="team", team_id=session.team_id)
     return list(Budget.objects.filter(scope).select_related("team").order_by("id"))
 
 
-def budget_cap(budget: Budget) -> Cap:
-    """The pure Cap of a Budget row, labelled for the reason sentence."""
+def budget_cap(budget: Budget, *, session_id: int | None = None) -> Cap:
+    """The pure Cap of a Budget row, labelled for the reason sentence (a session budget seen
+    from one of its child agents, ``session_id``, is the parent's)."""
     label = {"team": "team", "user": "your", "session": "this session's"}[budget.scope]
+    if budget.scope == "session" and session_id not in (None, budget.session_id):
+        label = "the delegating session's"
     return Cap(scope=budget.scope, period=budget.period, limit_usd=budget.limit_usd,
                label=label, key=budget.pk)
 
 
 def budget_spent(budget: Budget, *, now) -> Decimal:
-    """USD of known-cost usage in the budget's scope and current period."""
+    """USD of known-cost usage in the budget's scope and current period (a session's scope:
+    the session and its child agents, ``session_descendants``)."""
     start = period_start(budget.period, now)
     rows = UsageRecord.objects.filter(created_at__gte=start,
                                       created_at__lt=period_end(budget.period, now))
-    rows = rows.filter(**{f"{budget.scope}_id": getattr(budget, f"{budget.scope}_id")})
+    if budget.scope == "session":
+        rows = rows.filter(session_id__in=session_descendants(budget.session_id))
+    else:
+        rows = rows.filter(**{f"{budget.scope}_id": getattr(budget, f"{budget.scope}_id")})
     return rows.aggregate(total=Sum("cost_usd"))["total"] or Decimal(0)
 
 
@@ -114,7 +152,7 @@ def _try_reserve(session, budgets: list[Budget], worst: Decimal | None):
         locked = list(Budget.objects.select_for_update().filter(
             pk__in=[b.pk for b in budgets]).order_by("id"))
         for budget in locked:
-            cap = budget_cap(budget)
+            cap = budget_cap(budget, session_id=session.pk)
             spent = budget_spent(budget, now=now)
             reserved = budget_reserved(budget, now=now)
             decision = cap_decide(cap, spent=spent, reserved=reserved, now=now,

@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import json
 import re
+from decimal import Decimal
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
+from django.utils import timezone
 
-from accounts.models import Team
+from accounts.budgets import budget_spent
+from accounts.models import Budget, Team
+from accounts.services import budget_set
 from simulator.demo import demo_policy
 from simulator.script import Reply, Script, ScriptRequest, ToolCallSpec
 from agents.tools.delegate import BLOCKED_TOOLS, SUMMARY_FLOOR_TOKENS, child_toolset
@@ -394,3 +398,32 @@ def test_a_parent_that_died_before_saving_its_children_delegates_again(alice, si
     run(parent.pk)
     result = Message.objects.get(session=parent, role="tool", tool_name="delegate")
     assert "SUMMARY[one]" in result.content
+
+
+def test_a_session_budget_bounds_what_its_child_agents_spend(make_user, alice, simulator):
+    """Delegating is no way around a session's cap: the children's calls are charged to the
+    parent's session budget, and the child that would pass it is stopped with the reason."""
+    boss = make_user("boss", team="red", role="admin")
+    simulator.state.script = Script(delegating_policy())
+    parent = session_create(user=alice)
+    budget_set(actor=boss, scope="session", session=parent, period="day", limit="0.05")
+    turn_start(session=parent, user=alice, text="delegate three tasks")
+    run(parent.pk)
+    tasks = list(ChildTask.objects.filter(parent_turn__session=parent).order_by("index"))
+    run(tasks[0].child_id)
+    assert Turn.objects.get(pk=tasks[0].turn_id).status == Turn.Status.COMPLETED
+    # the first child's work earlier brought the lineage to the edge of the parent's cap
+    UsageRecord.objects.create(session=tasks[0].child, user=alice, team=parent.team,
+                               provider="simulator", model="hermes-simulator",
+                               cost_usd=Decimal("0.0499"))
+    run(tasks[1].child_id)
+    blocked = Turn.objects.get(pk=tasks[1].turn_id)
+    assert blocked.status == Turn.Status.BUDGET_BLOCKED, blocked.error
+    event = RunEvent.objects.filter(session=tasks[1].child, type="budget.exceeded").get()
+    assert event.payload["reason"].startswith(
+        "the delegating session's budget of $0.05/day reached")
+    assert not UsageRecord.objects.filter(session=tasks[1].child).exists()  # no call made
+    # what the parent's budget counts is the lineage's spend, children included
+    budget = Budget.objects.get(scope="session", session=parent)
+    lineage = UsageRecord.objects.filter(session__in=[parent, tasks[0].child])
+    assert budget_spent(budget, now=timezone.now()) == sum(r.cost_usd for r in lineage)
