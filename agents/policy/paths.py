@@ -18,15 +18,12 @@ from typing import TYPE_CHECKING
 
 from agents.policy.command_risk import home_config_file, write_targets
 from agents.policy.command_tables import UNKNOWN_CWD
+from agents.tools.steering import PROTECTED_NAMES
 
 if TYPE_CHECKING:
     from agents.policy.command_model import ParsedCommand, SimpleCommand
     from agents.policy.context import PolicyContext
 
-PROTECTED_NAMES = frozenset({"agents.md", "claude.md", "hermes.md", ".hermes.md", "soul.md",
-                             ".cursorrules", "skill.md"})
-"""Basenames (compared case-insensitively) of files that steer future sessions; any file
-under a ``skills`` directory is protected too (hermes-facts §10, seed "The gate ...")."""
 
 
 def resolve_path(path: str, ctx: PolicyContext, cwd: str | None = None) -> tuple[str, str]:

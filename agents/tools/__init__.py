@@ -72,6 +72,13 @@ CURRENT_CALL_ID: ContextVar[str] = ContextVar("hermes_current_call_id", default=
 """The id of the tool call being run (set by the dispatcher around ``Tool.run``): a tool
 whose answer was stored per call (clarify) finds it by id."""
 
+CURRENT_CALL_SANCTIONED: ContextVar[bool] = ContextVar("hermes_current_call_sanctioned",
+                                                       default=False)
+"""True while a call runs whose policy decision allowed it knowing it writes an instruction
+file (a human's approval of that card, an approved rule, bypass): the terminal and
+execute_code tools then keep such changes instead of undoing them (agents/tools/steering.py).
+Set by the dispatcher; False everywhere else (fail closed)."""
+
 
 class Tool(Protocol):
     """One tool the model can call.
@@ -160,5 +167,5 @@ def tool_facts(tool: Tool | None, args: dict[str, Any]) -> ToolFacts:
                      targets=targets, command=command_of(args))
 
 
-__all__ = ["CURRENT_CALL_ID", "Access", "NoPathArguments", "PathScope", "Tool", "ToolContext", "ToolFacts", "ToolOutput",
+__all__ = ["CURRENT_CALL_ID", "CURRENT_CALL_SANCTIONED", "Access", "NoPathArguments", "PathScope", "Tool", "ToolContext", "ToolFacts", "ToolOutput",
            "DEFAULT_CONTEXT_WINDOW", "tool_facts"]

@@ -22,7 +22,8 @@ from agents.errors import LeaseLost, ToolError, TurnInterrupted
 from agents.messages import Message, ToolCall, tool_result
 from agents.policy import Decision
 from agents.steer import STEERED_RESULT
-from agents.tools import CURRENT_CALL_ID, PathScope, Tool, ToolContext, ToolOutput
+from agents.tools import (CURRENT_CALL_ID, CURRENT_CALL_SANCTIONED, PathScope, Tool, ToolContext,
+                          ToolOutput)
 from agents.tools.registry import ToolRegistry, check_arguments
 from agents.tools.workspace import overlaps
 
@@ -225,9 +226,10 @@ def dispatch_tool_calls(
                 if on_call is not None:
                     on_call(prepared[index].call)
             if len(segment) == 1:
-                done = {segment[0]: _run(prepared[segment[0]], ctx)}
+                done = {segment[0]: _run(prepared[segment[0]], ctx, decisions[segment[0]])}
             else:
-                futures = {i: pool.submit(_run, prepared[i], ctx) for i in segment}
+                futures = {i: pool.submit(_run, prepared[i], ctx, decisions[i])
+                           for i in segment}
                 done = {i: f.result() for i, f in futures.items()}
             for index, output in done.items():
                 call = prepared[index].call
@@ -249,12 +251,16 @@ def dispatch_tool_calls(
                            interrupted=interrupted)
 
 
-def _run(prep: _Prepared, ctx: ToolContext) -> ToolOutput:
+def _run(prep: _Prepared, ctx: ToolContext, decision: Decision | None) -> ToolOutput:
     assert prep.tool is not None
     token = CURRENT_CALL_ID.set(prep.call.id)
+    sanctioned = CURRENT_CALL_SANCTIONED.set(
+        decision is not None and decision.verdict == "allow"
+        and "instruction_file" in (decision.risk_classes or (decision.risk_class,)))
     try:
         return execute_call(prep.tool, prep.args, ctx)
     finally:
+        CURRENT_CALL_SANCTIONED.reset(sanctioned)
         CURRENT_CALL_ID.reset(token)
 
 

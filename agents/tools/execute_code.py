@@ -33,7 +33,9 @@ from typing import Any
 
 from agents.errors import ToolError
 from agents.messages import ToolSpec
-from agents.tools import NoPathArguments, PathScope, ToolContext, ToolOutput
+from agents.tools import (CURRENT_CALL_SANCTIONED, NoPathArguments, PathScope, ToolContext,
+                          ToolOutput)
+from agents.tools.steering import run_guarded, steering_notice
 from agents.tools.workspace import Workspace
 
 DEFAULT_TIMEOUT = 60
@@ -227,10 +229,15 @@ class ExecuteCode(NoPathArguments):
 
             process = threading.Thread(target=run_script, name="hermes-execute-code",
                                        daemon=True)
-            try:
+
+            def run_and_serve() -> None:  # the script and its tool calls, guarded as one
                 process.start()
                 server.serve(done=lambda: not process.is_alive())
                 process.join()
+
+            try:
+                _, undone = run_guarded(ws, run_and_serve,
+                                        sanctioned=CURRENT_CALL_SANCTIONED.get())
             finally:
                 server.close()
                 try:
@@ -250,7 +257,10 @@ class ExecuteCode(NoPathArguments):
         if result.interrupted:
             lines.append("[stopped by the user; the script was killed]")
         lines.append(f"[exit code {result.exit_code}; {server.calls} tool call(s)]")
+        if undone:
+            lines.append(steering_notice(undone))
         return ToolOutput(text="\n".join(lines), is_error=result.timed_out or result.interrupted,
                           metadata={"exit_code": result.exit_code, "timed_out": result.timed_out,
                                     "tool_calls": server.calls, "capped": capped,
+                                    **({"steering_undone": undone} if undone else {}),
                                     **({"stopped": True} if result.interrupted else {})})

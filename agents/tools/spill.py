@@ -14,7 +14,6 @@ model is not done here, nor is deleting old spill files.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace

@@ -17,7 +17,9 @@ from typing import Any
 from agents.availability import binary_installed
 from agents.errors import ToolError
 from agents.messages import ToolSpec
-from agents.tools import Access, PathScope, ToolContext, ToolOutput
+from agents.tools import CURRENT_CALL_SANCTIONED, Access, PathScope, ToolContext, ToolOutput
+from agents.tools.steering import run_guarded, steering_notice
+from agents.tools.workspace import Workspace
 
 DEFAULT_TIMEOUT = 60
 MAX_TIMEOUT = 600
@@ -67,8 +69,11 @@ class Terminal:
             raise ToolError("no command backend is configured for this session")
         requested = int(args.get("timeout", DEFAULT_TIMEOUT))
         timeout = max(1, min(requested, MAX_TIMEOUT))
-        result = ctx.backend.run(command, cwd=ctx.workspace, timeout=timeout,
-                                 should_stop=ctx.extras.get("should_stop"))
+        result, undone = run_guarded(
+            Workspace(ctx.workspace), lambda: ctx.backend.run(
+                command, cwd=ctx.workspace, timeout=timeout,
+                should_stop=ctx.extras.get("should_stop")),
+            sanctioned=CURRENT_CALL_SANCTIONED.get())
         lines = [result.output.rstrip("\n")] if result.output.strip() else [
             "(no output)"]
         if requested > MAX_TIMEOUT:
@@ -79,7 +84,10 @@ class Terminal:
         if result.interrupted:
             lines.append("[stopped by the user; the command and its children were killed]")
         lines.append(f"[exit code {result.exit_code}]")
+        if undone:
+            lines.append(steering_notice(undone))
         return ToolOutput(text="\n".join(lines), is_error=result.timed_out or result.interrupted,
                           metadata={"exit_code": result.exit_code,
                                     "timed_out": result.timed_out,
+                                    **({"steering_undone": undone} if undone else {}),
                                     **({"stopped": True} if result.interrupted else {})})
