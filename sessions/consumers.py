@@ -378,8 +378,15 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         await self.close(code=CLOSE_UNAUTHENTICATED)
 
     async def session_check(self, message: dict) -> None:
-        """The user row changed (password, is_active): close unless the login still holds."""
-        await self.login_still_valid()
+        """The user row or one of their team memberships changed (password, is_active, a
+        team admin removed from the team): close unless the login still holds and the user
+        may still read this session (a removed admin's open socket must stop streaming)."""
+        if not await self.login_still_valid():
+            return
+        try:
+            await asession_get(user=self.user, session_id=self.session_id)
+        except Http404:
+            await self.close(code=CLOSE_NOT_FOUND)
 
     async def dispatch(self, message: dict) -> None:
         """Ignore group messages of types this consumer does not handle (other apps may

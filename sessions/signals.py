@@ -12,7 +12,9 @@ certain.
   ``cycle_key`` after a password change): ``post_delete`` → "force.close" to that login;
 - the user row saved (password changed, so the session auth hash no longer matches; the
   account deactivated): "session.check" to all the user's sockets, each re-validating its
-  own login and closing if it no longer authenticates.
+  own login and closing if it no longer authenticates;
+- a team membership saved or deleted (an admin removed or demoted, a team deleted):
+  "session.check" too, each socket re-checking that its user may still read its session.
 """
 
 from __future__ import annotations
@@ -59,4 +61,15 @@ def sockets_check_on_user_save(sender, instance, update_fields=None, **kwargs) -
     if kwargs.get("created") or (update_fields and set(update_fields) == {"last_login"}):
         return
     user_id = instance.pk
+    transaction.on_commit(lambda: group_publish(user_group(user_id), {}, kind="session.check"))
+
+
+# By label, not by import: accounts/ sits above sessions/ (docs/architecture.md).
+@receiver(post_save, sender="accounts.Membership",
+          dispatch_uid="hermes-check-sockets-on-membership-save")
+@receiver(post_delete, sender="accounts.Membership",
+          dispatch_uid="hermes-check-sockets-on-membership-delete")
+def sockets_check_on_membership_change(sender, instance, **kwargs) -> None:
+    """A membership changed: what its user may read changed; their sockets re-check."""
+    user_id = instance.user_id
     transaction.on_commit(lambda: group_publish(user_group(user_id), {}, kind="session.check"))

@@ -200,3 +200,45 @@ def test_an_unrelated_user_save_keeps_the_socket(client, alice, chat):
         await ws.disconnect()
     run(scenario)
     assert Turn.objects.filter(session=chat, input_text="still me").count() == 1
+
+
+def test_a_team_admin_removed_from_the_team_stops_receiving_its_sessions(client, make_user,
+                                                                         hermes_settings):
+    """A second user's report: a team admin watching a member's session kept receiving
+    every frame after being removed from the team (the page already answered 404)."""
+    from accounts.models import Membership
+
+    owner = make_user("mia", team="shared")
+    watcher = make_user("ada", team="shared", role="admin")
+    chat = session_create(user=owner, title="Mia's chat")
+    cookie = cookie_for(client, watcher)
+
+    async def scenario():
+        ws = communicator(chat.pk, cookie)
+        assert (await ws.connect())[0]
+        await database_sync_to_async(
+            lambda: Membership.objects.filter(user=watcher).delete())()
+        assert await ws.receive_output(timeout=3) == {"type": "websocket.close", "code": 4404}
+    run(scenario)
+
+
+def test_a_membership_change_that_keeps_access_keeps_the_socket(client, make_user,
+                                                               hermes_settings):
+    from accounts.models import Membership
+
+    owner = make_user("mia", team="shared")
+    watcher = make_user("ada", team="shared", role="admin")
+    make_user("max", team="shared", role="admin")
+    chat = session_create(user=owner, title="Mia's chat")
+    cookie = cookie_for(client, owner)
+
+    async def scenario():
+        ws = communicator(chat.pk, cookie)
+        assert (await ws.connect())[0]
+        await database_sync_to_async(  # someone else's role changes; the owner still reads
+            lambda: Membership.objects.filter(user=watcher).update(role="member"))()
+        await database_sync_to_async(
+            lambda: Membership.objects.get(user=owner).save())()
+        await assert_still_open(ws)
+        await ws.disconnect()
+    run(scenario)
