@@ -112,15 +112,22 @@ def steering_snapshot(ws: Workspace, *, lenient: bool = False) -> Snapshot:
     look after a command): a tree past the caps is recorded as one "too-large" entry, so
     it differs from any earlier snapshot and is rebuilt whole: growth cannot hide a change."""
     rec = _Recorder()
+    parents: dict[str, Entry | None] = {}
     with ws.dir(".") as root:
         for name in sorted(os.listdir(root)):
             if name.lower() in PROTECTED_NAMES:
                 rec.add(name, _entry_at(root, name))
         for parent in (".hermes", ".git"):
-            rec.add(parent, _entry_at(root, parent))
+            parents[parent] = entry = _entry_at(root, parent)
+            # .git is recorded as is (steering_changes needs to know a repository was there);
+            # .hermes only when it is not a plain directory: the harness makes it, a command
+            # may too, and only a link or file there (redirecting skills) is a change.
+            if parent == ".git" or (entry is not None and entry.kind != "dir"):
+                rec.add(parent, entry)
     for tree in STEERING_TREES:
-        if rec.snap.get(tree.split("/", 1)[0], Entry("missing")).kind != "dir":
-            continue  # absent or a link: recorded above, nothing below it to walk
+        entry = parents[tree.split("/", 1)[0]]
+        if entry is None or entry.kind != "dir":
+            continue  # absent, or a link recorded above: nothing below it to walk
         kept = dict(rec.snap)
         try:
             _walk_tree(ws, tree, rec.add)

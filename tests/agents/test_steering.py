@@ -81,13 +81,11 @@ def test_any_change_to_the_steering_files_is_undone_exactly(tmp_path_factory, ch
         (root / "src/out.txt").write_text("kept\n")  # ordinary work is not touched
         return CommandResult(exit_code=0, output="")
 
-    _, undone = run_guarded(ws, command, sanctioned=False)
+    run_guarded(ws, command, sanctioned=False)
     assert steering_snapshot(ws) == before
     assert steering_changes(before, steering_snapshot(ws)) == []
     assert (root / "src/out.txt").read_text() == "kept\n"
     assert (root / ".git/config").read_text() == "[core]\n"
-    if not undone:  # nothing reported means nothing differed (e.g. a chmod of a missing file)
-        assert all(op == "chmod" or op == "delete" for op, _ in changes)
 
 
 def test_a_sanctioned_command_keeps_its_change(tmp_path):
