@@ -1,8 +1,10 @@
 """People and teams without the Django admin (issue 14 item 7): services and selectors.
 
-Team admins add existing users to their team, set roles and remove members; staff create
-users and teams. Every write is one transaction with an AuditEntry ("team.member_add",
-"team.member_role", "team.member_remove", "user.create", "team.create"). A team always
+Team admins invite existing users to their team (the user accepts or declines on their
+Settings page; staff add directly), set roles and remove members; staff create users and
+teams. Every write is one transaction with an AuditEntry ("team.member_add",
+"team.member_role", "team.member_remove", "team.member_invite", "team.invite_accept",
+"team.invite_decline", "user.create", "team.create"). A team always
 keeps at least one admin: demoting or removing the last one is refused. Who may act is
 checked here (team_get_for_admin: Http404 for anyone else; staff_check: Http404 for a
 non-staff user, so the pages' existence is not revealed).
@@ -16,7 +18,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 from django.http import Http404
 
-from accounts.models import Membership, Team
+from accounts.models import Membership, Team, TeamInvitation
 from accounts.services import team_get_for_admin
 from approvals.models import AuditEntry
 from sessions.models import Session
@@ -52,23 +54,67 @@ def _audit(actor, action: str, **detail) -> None:
     AuditEntry.objects.create(actor=actor, action=action, detail=detail)
 
 
-def team_member_add(*, actor, team_id: int, username: str, role: str = "member") -> Membership:
-    """Add the existing user ``username`` to the team with ``role``. Http404 unless
-    ``actor`` is an admin of the team; ValidationError for an unknown user, a bad role, or
-    someone already in the team."""
+def team_member_add(*, actor, team_id: int, username: str, role: str = "member"
+                    ) -> Membership | TeamInvitation:
+    """Staff: add the existing user ``username`` to the team with ``role`` (a Membership).
+    A team admin who is not staff: invite them (a TeamInvitation they accept or decline on
+    their Settings page; nothing is granted until then). Http404 unless ``actor`` is an
+    admin of the team; ValidationError for an unknown user, a bad role, someone already in
+    the team or already invited."""
     team = team_get_for_admin(user=actor, team_id=team_id)
     role = _role(role)
     user = get_user_model().objects.filter(username=(username or "").strip()).first()
     if user is None:
         raise ValidationError(f"No user is called “{(username or '').strip()}”. Staff can "
                               "create users on the People page.")
+    if Membership.objects.filter(user=user, team=team).exists():
+        raise ValidationError(f"{user.username} is already in {team.name}.")
     try:
         with transaction.atomic():
-            membership = Membership.objects.create(user=user, team=team, role=role)
-            _audit(actor, "team.member_add", team_id=team.pk, user=user.username, role=role)
+            if actor.is_staff:
+                row = Membership.objects.create(user=user, team=team, role=role)
+                TeamInvitation.objects.filter(user=user, team=team).delete()
+                _audit(actor, "team.member_add", team_id=team.pk, user=user.username,
+                       role=role)
+            else:
+                row = TeamInvitation.objects.create(user=user, team=team, role=role,
+                                                    invited_by=actor)
+                _audit(actor, "team.member_invite", team_id=team.pk, user=user.username,
+                       role=role)
     except IntegrityError:
-        raise ValidationError(f"{user.username} is already in {team.name}.") from None
-    return membership
+        raise ValidationError(f"{user.username} is already in {team.name} or invited to "
+                              "it.") from None
+    return row
+
+
+def invitations_for(*, user) -> QuerySet[TeamInvitation]:
+    """The invitations waiting for ``user``'s answer, oldest first."""
+    return (TeamInvitation.objects.filter(user=user).select_related("team", "invited_by")
+            .order_by("id"))
+
+
+def team_invitations(*, team: Team) -> QuerySet[TeamInvitation]:
+    """The team's invitations nobody has answered yet (shown to its admins)."""
+    return TeamInvitation.objects.filter(team=team).select_related("user").order_by("id")
+
+
+def invitation_answer(*, user, invitation_id: int, accept: bool) -> Team:
+    """``user`` accepts (a Membership with the invited role) or declines one of their own
+    invitations; either way it is gone. Http404 for an invitation that is not theirs or no
+    longer exists (another user's ids reveal nothing). Returns the team."""
+    with transaction.atomic():
+        invitation = (TeamInvitation.objects.select_for_update().select_related("team")
+                      .filter(pk=invitation_id, user=user).first())
+        if invitation is None:
+            raise Http404("No such invitation")
+        team = invitation.team
+        if accept:
+            Membership.objects.get_or_create(user=user, team=team,
+                                             defaults={"role": invitation.role})
+        invitation.delete()
+        _audit(user, "team.invite_accept" if accept else "team.invite_decline",
+               team_id=team.pk, user=user.username, role=invitation.role)
+    return team
 
 
 def _membership_locked(team: Team, user_id: int) -> Membership:

@@ -56,6 +56,29 @@ class Membership(models.Model):
         return f"{self.user} in {self.team} ({self.role})"
 
 
+class TeamInvitation(models.Model):
+    """A team admin's offer of a place in a team, waiting for the invited user's yes
+    (accounts/membership.py). Until accepted it grants nothing: a team admin reads the
+    team's sessions and decides its approvals, so nobody joins a team, and puts their new
+    sessions under its admins, without agreeing to it (a second user's report)."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="invitations")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                             related_name="team_invitations")
+    role = models.CharField(max_length=10, choices=Membership.Role.choices,
+                            default=Membership.Role.MEMBER)
+    invited_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True,
+                                   on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "team"],
+                                               name="uniq_team_invitation")]
+
+    def __str__(self) -> str:
+        return f"{self.user} invited to {self.team} ({self.role})"
+
+
 class Budget(models.Model):
     """A USD spend cap for one user, one team or one session, per UTC day or month
     (agents/spend_caps.py holds the arithmetic and the overshoot bound). Set by team admins

@@ -19,7 +19,8 @@ from django.views.decorators.http import require_http_methods
 
 from accounts.models import Membership, Team
 from accounts.services import team_get_for_admin
-from accounts.membership import (staff_check, team_create, team_member_add, team_member_remove,
+from accounts.membership import (invitation_answer, staff_check, team_create,
+                                 team_invitations, team_member_add, team_member_remove,
                             team_member_role_set, team_members, team_sessions, user_create)
 
 ROLE_CHOICES = Membership.Role.choices
@@ -72,7 +73,10 @@ def team_members_view(request: HttpRequest, team_id: int) -> HttpResponse:
                 member = team_member_add(actor=request.user, team_id=team.pk,
                                          username=add_form.cleaned_data["username"],
                                          role=add_form.cleaned_data["role"])
-                done = f"Added {member.user.username} as {member.role}."
+                done = (f"Added {member.user.username} as {member.role}."
+                        if isinstance(member, Membership) else
+                        f"Invited {member.user.username} as {member.role}: they join when "
+                        "they accept on their Settings page.")
             elif action == "role":
                 member = team_member_role_set(actor=request.user, team_id=team.pk,
                                               user_id=_int(request.POST.get("user_id", "")),
@@ -91,7 +95,24 @@ def team_members_view(request: HttpRequest, team_id: int) -> HttpResponse:
             return redirect("team_members", team_id=team.pk)
     return render(request, "accounts/team_members.html", {
         "team": team, "members": team_members(team=team), "sessions": team_sessions(team=team),
+        "invitations": team_invitations(team=team),
         "add_form": add_form, "error": error, "roles": ROLE_CHOICES}, status=status)
+
+
+@login_required
+@require_http_methods(["POST"])
+def invitation_answer_view(request: HttpRequest, invitation_id: int) -> HttpResponse:
+    """POST ``answer`` accept|decline: the signed-in user answers one of their invitations
+    (404 for anyone else's), then back to Settings with what happened."""
+    answer = request.POST.get("answer")
+    if answer not in ("accept", "decline"):
+        messages.error(request, "Answer the invitation with Accept or Decline.")
+        return redirect("settings")
+    team = invitation_answer(user=request.user, invitation_id=invitation_id,
+                             accept=answer == "accept")
+    messages.success(request, f"You joined {team.name}." if answer == "accept"
+                     else f"You declined the invitation to {team.name}.")
+    return redirect("settings")
 
 
 class PasswordChange(PasswordChangeView):

@@ -9,6 +9,8 @@ urlpatterns = [
     path("settings/password/", team_views.password_change_view, name="password_change"),
     path("settings/teams/<int:team_id>/members/", team_views.team_members_view,
          name="team_members"),
+    path("settings/invitations/<int:invitation_id>/", team_views.invitation_answer_view,
+         name="invitation_answer"),
     path("people/", team_views.people_view, name="people"),
     path("spend/", views.spend_view, name="spend"),
     path("spend/teams/<int:team_id>/members.csv", views.spend_members_csv_view,

@@ -24,6 +24,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.forms import TeamPolicyForm
+from accounts.membership import invitations_for
 from accounts.models import Membership
 from accounts.services import team_get_for_admin, team_policy_set
 
@@ -67,6 +68,7 @@ def settings_view(request: HttpRequest) -> HttpResponse:
         "login_failure_limit": settings.AXES_FAILURE_LIMIT,
         "login_cooloff_minutes": round(float(settings.AXES_COOLOFF_TIME) * 60),
         "memberships": request.user.memberships.select_related("team"),
+        "invitations": invitations_for(user=request.user),
     }
     first = request.user.memberships.select_related("team").order_by("id").first()
     context["floor_team"] = first.team if first is not None else None

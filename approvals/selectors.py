@@ -45,10 +45,11 @@ def approval_get(*, user, approval_id: int) -> ApprovalRequest:
 
 
 def approval_rule_list(*, user) -> QuerySet[ApprovalRule]:
-    """"Always" rules the user may manage: their own, and their admin teams' members'."""
+    """"Always" rules the user may manage: their own, and those made in (or for) a team
+    they administer. A member's rules from another team stay out of reach: being an admin
+    of one team the user is in says nothing about their work elsewhere."""
     if not user.is_authenticated:
         return ApprovalRule.objects.none()
     teams = admin_team_ids(user=user)
-    return (ApprovalRule.objects.filter(Q(user=user) | Q(team_id__in=teams)
-                                        | Q(user__memberships__team_id__in=teams))
+    return (ApprovalRule.objects.filter(Q(user=user) | Q(team_id__in=teams))
             .distinct().order_by("-id"))

@@ -235,8 +235,13 @@ def _decision_record(*, approval: ApprovalRequest, user, choice: str, reason: st
     the approval.decided event, badges, and the resume when the turn is settled."""
     rule = None
     if choice == "always":
+        # Scoped to the team the session works in: a grant made under one team's approval
+        # policy must not carry into another team's sessions (a second user's report: a
+        # self-approved rule in a team with no admin-only classes ran `rm -rf` unasked in a
+        # team whose policy reserves it for another admin).
         rule = ApprovalRule.objects.create(
-            user_id=approval.requester_id, tool_name=approval.tool_name,
+            user_id=approval.requester_id, team_id=approval.session.team_id,
+            tool_name=approval.tool_name,
             pattern=approval.normalized or approval.command, created_by=user)
     _audit(actor=user, action=f"approval.{approval.state}", session=approval.session,
            approval=approval, detail={"choice": choice, "reason": reason,
@@ -390,8 +395,9 @@ def gate_state(*, session: Session, turn: Turn | None) -> GateState:
     whole session when None). The latest request for a tool call id wins."""
     owner_team_ids = TEAMS.team_ids(session.owner_id)
     rule_ids: dict[tuple[str, str], int] = {}
-    for rule in (ApprovalRule.objects.filter(Q(user_id=session.owner_id)
-                                             | Q(team_id__in=owner_team_ids), revoked=False)
+    # The owner's rules made in this session's team (or, for a session with no team, made
+    # with none), and the team's own rules: never another team's (approval_rule_scope).
+    for rule in (ApprovalRule.objects.filter(approval_rule_scope(session), revoked=False)
                  .order_by("id")):
         rule_ids.setdefault((rule.tool_name, rule.pattern), rule.pk)
     team_ids = set(owner_team_ids) | ({session.team_id} if session.team_id else set())
@@ -410,6 +416,15 @@ def gate_state(*, session: Session, turn: Turn | None) -> GateState:
                      always_rule_ids=rule_ids, session_rules=session_rules_for(session),
                      approved_call_ids=approved, denied_call_ids=denied,
                      deny_rules=tuple(deny), bypass=bypass)
+
+
+def approval_rule_scope(session: Session) -> Q:
+    """The "always" rules that apply in ``session``: its owner's made in the session's team
+    (team NULL for a session without one) and that team's team-wide rules (user NULL)."""
+    if session.team_id is None:
+        return Q(user_id=session.owner_id, team__isnull=True)
+    return (Q(user_id=session.owner_id, team_id=session.team_id)
+            | Q(user__isnull=True, team_id=session.team_id))
 
 
 def rule_hit(rule_id: int) -> None:

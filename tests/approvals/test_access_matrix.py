@@ -49,6 +49,9 @@ EXPECTED: dict[str, Expect] = {
     "login": Expect(method="GET", owner=302, other=302, admin=302, anon=200),
     "logout": Expect(method="POST", owner=302, other=302, admin=302, anon=LOGIN),
     "settings": Expect(method="GET", owner=200, other=200, admin=200),
+    # an invitation is answered by the invited user only (a team admin cannot answer for them)
+    "invitation_answer": Expect(method="POST", owner=302, other=404, admin=404,
+                                data={"answer": "decline"}),
     "favicon": Expect(method="GET", owner=301, other=301, admin=301, anon=301),
     "session_list": Expect(method="GET", owner=200, other=200, admin=200),
     "session_create": Expect(method="POST", owner=302, other=302, admin=302),
@@ -190,6 +193,10 @@ def world(people, session_a, session_b, ask):
                           "server_id": McpServer.objects.create(
                               team_id=session.team_id, name=f"srv-{owner}", transport="stdio",
                               command="true").pk}
+        from accounts.models import Team, TeamInvitation
+
+        objects[owner]["invitation_id"] = TeamInvitation.objects.create(
+            team=Team.objects.create(name=f"inviting-{owner}"), user=people[owner]).pk
         schedule = schedule_create(user=people[owner], name="m", prompt="p", kind="cron",
                                    cron_expression="0 * * * *", target="session",
                                    session=session)

@@ -16,10 +16,12 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.http import Http404
 
 from accounts.models import Team
-from approvals.models import ApprovalRequest, AuditEntry
-from approvals.services import approval_decide, session_bypass_set
+from accounts.services import team_policy_set
+from approvals.models import ApprovalRequest, ApprovalRule, AuditEntry
+from approvals.services import approval_decide, approval_rule_revoke, session_bypass_set
 from sessions import toolbox
 from sessions.models import Session, Turn
 from sessions.services import session_create, workspace_path
@@ -401,3 +403,35 @@ def test_attack_a1_trap_in_a_real_turn_asks_and_deletes_nothing(alice_session, p
     turn = run_turn(session, people["alice"])
     assert turn.status == Turn.Status.AWAITING_APPROVAL
     assert (ws / "keep.txt").exists() and tool_results(session) == []
+
+
+# --- a second user's report: "always" rules crossed teams ------------------------------
+
+def test_an_always_rule_made_in_one_team_does_not_apply_in_another(people, model, layout):
+    """A team admin cleared her own team's admin-only classes, approved her own `rm -rf` as
+    "always", then worked in a team that reserves destructive commands for another admin:
+    the rule let it run there unasked. Rules apply only in the team they were made in."""
+    mallory = people["carol"]  # admin of red
+    red = Team.objects.get(name="red")
+    team_policy_set(user=mallory, team_id=red.pk, admin_only_risk_classes=[])
+    own = session_create(user=mallory)
+    (workspace_path(own) / "build").mkdir()
+    model.plan = [terminal("rm -rf build")]
+    run_turn(own, mallory)
+    approval = ApprovalRequest.objects.get(session=own)
+    approval_decide(user=mallory, approval_id=approval.pk, choice="always")
+    assert ApprovalRule.objects.get().team_id == red.pk
+    # now in a team that keeps destructive for another admin
+    shared = Team.objects.create(name="shared")
+    shared.memberships.create(user=mallory, role="member")
+    other = session_create(user=mallory, team=shared)
+    (workspace_path(other) / "build").mkdir()
+    model.plan = [terminal("rm -rf build")]
+    turn = run_turn(other, mallory)
+    assert turn.status == Turn.Status.AWAITING_APPROVAL
+    assert (workspace_path(other) / "build").exists()
+    # and an admin of a team the rule's owner is in, but not of the rule's team, cannot
+    # see or revoke it
+    shared.memberships.create(user=people["bob"], role="admin")
+    with pytest.raises(Http404):
+        approval_rule_revoke(user=people["bob"], rule_id=ApprovalRule.objects.get().pk)

@@ -8,7 +8,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.urls import reverse
 
-from accounts.models import Membership, Team
+from accounts.models import Membership, Team, TeamInvitation
 from approvals.models import AuditEntry
 from sessions.services import session_create
 
@@ -36,7 +36,16 @@ def test_team_admin_adds_sets_roles_and_cannot_remove_the_last_admin(client, peo
     page = c.get(url).content.decode()
     assert "Max&#x27;s work" in page or "Max's work" in page
     assert c.post(url, {"action": "add", "username": "zoe", "role": "member"}).status_code == 302
+    # a team admin invites; zoe joins only when she accepts
+    assert not Membership.objects.filter(team=team, user=people["zoe"]).exists()
+    again = c.post(url, {"action": "add", "username": "zoe", "role": "member"})
+    assert again.status_code == 400 and "invited to it" in again.content.decode()
+    invitation = TeamInvitation.objects.get(team=team, user=people["zoe"])
+    assert as_(client, people["zoe"]).post(
+        reverse("invitation_answer", args=[invitation.pk]),
+        {"answer": "accept"}).status_code == 302
     assert Membership.objects.filter(team=team, user=people["zoe"], role="member").exists()
+    c = as_(client, people["ann"])
     again = c.post(url, {"action": "add", "username": "zoe", "role": "member"})
     assert again.status_code == 400 and "already in red" in again.content.decode()
     ghost = c.post(url, {"action": "add", "username": "nobody", "role": "member"})
@@ -54,7 +63,8 @@ def test_team_admin_adds_sets_roles_and_cannot_remove_the_last_admin(client, peo
                                                  "user_id": people["zoe"].pk}).status_code == 302
     assert not Membership.objects.filter(team=team, user=people["zoe"]).exists()
     actions = set(AuditEntry.objects.values_list("action", flat=True))
-    assert {"team.member_add", "team.member_role", "team.member_remove"} <= actions
+    assert {"team.member_invite", "team.invite_accept", "team.member_role",
+            "team.member_remove"} <= actions
 
 
 def test_a_member_or_stranger_sees_404_and_changes_nothing(client, people):
@@ -103,3 +113,38 @@ def test_password_change_checks_the_old_one_and_keeps_the_login(client, people):
     assert c.get(reverse("settings")).status_code == 200  # still signed in
     people["max"].refresh_from_db()
     assert people["max"].check_password("x-new-phrase-42")
+
+
+def test_nobody_joins_a_team_without_agreeing(client, people, make_user):
+    """A second user's report: a team admin added any user to their team and then read that
+    user's new sessions. Now the admin only invites; until the user accepts nothing changes
+    (their sessions stay out of the team), another user cannot answer for them, declining
+    leaves no trace but the audit, and staff still add directly."""
+    mallory = make_user("mallory", team="mteam", role="admin")
+    mteam = Team.objects.get(name="mteam")
+    url = reverse("team_members", args=[mteam.pk])
+    assert as_(client, mallory).post(url, {"action": "add", "username": "zoe",
+                                           "role": "admin"}).status_code == 302
+    invitation = TeamInvitation.objects.get(user=people["zoe"])
+    work = session_create(user=people["zoe"], title="zoe's secrets")
+    assert work.team_id is None
+    assert as_(client, mallory).get(reverse("session_detail", args=[work.pk])).status_code == 404
+    answer = reverse("invitation_answer", args=[invitation.pk])
+    for other in (mallory, people["max"]):  # nobody answers for zoe
+        assert as_(client, other).post(answer, {"answer": "accept"}).status_code == 404
+    assert not Membership.objects.filter(user=people["zoe"]).exists()
+    zoe = as_(client, people["zoe"])
+    page = zoe.get(reverse("settings")).content.decode()
+    assert "mteam as admin" in page and "from mallory" in page
+    bad = zoe.post(answer, {"answer": "maybe"}, follow=True)
+    assert "Accept or Decline" in bad.content.decode()
+    assert zoe.post(answer, {"answer": "decline"}).status_code == 302
+    assert not TeamInvitation.objects.exists() and not Membership.objects.filter(
+        user=people["zoe"]).exists()
+    assert zoe.post(answer, {"answer": "accept"}).status_code == 404  # gone
+    # staff add directly
+    staff = as_(client, people["sam"])
+    mteam.memberships.create(user=people["sam"], role="admin")
+    assert staff.post(url, {"action": "add", "username": "zoe",
+                            "role": "member"}).status_code == 302
+    assert Membership.objects.filter(team=mteam, user=people["zoe"]).exists()
