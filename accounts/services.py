@@ -34,9 +34,17 @@ def budget_set(*, actor, scope: str, period: str, limit: object, team: Team | No
     """Create, change or (``limit`` "" / None) remove one budget, with an AuditEntry
     ("budget.set" / "budget.removed", detail: before and after) in the same transaction.
 
-    Team admins set their team's budgets and their members'; staff any. Raises
-    PermissionDenied, or ValidationError (nothing stored) for a negative, non-numeric or
-    absurd limit, an unknown period, scope or policy."""
+    Who may write (set, change or remove), failing closed:
+      - a team cap: staff or an admin of that team;
+      - a session cap: staff or an admin of the session's team;
+      - a member cap (scope "user"): staff, or an admin of EVERY team the member belongs to.
+        A member cap is stored once per (user, period), team=NULL, and bounds the member's
+        spend in all their teams, so an admin of only one of them must not lift, lower or
+        remove a cap another team's admin set (security finding F4). A member in no team
+        can be capped by staff only.
+    Raises PermissionDenied (nothing stored, nothing audited), or ValidationError (nothing
+    stored) for a negative, non-numeric or absurd limit, an unknown period, scope or
+    policy."""
     if scope not in Budget.Scope.values:
         raise ValidationError(f"unknown budget scope {scope!r}")
     if period not in Budget.Period.values:
@@ -45,12 +53,12 @@ def budget_set(*, actor, scope: str, period: str, limit: object, team: Team | No
         raise ValidationError(f"unknown policy {unknown_policy!r}")
     owner_team = team if scope == "team" else (session.team if session else None)
     if scope == "user":
-        teams = Team.objects.filter(memberships__user=user)
-        allowed = actor.is_staff or any(team_admin_may(user=actor, team=t) for t in teams)
-    else:
-        allowed = actor.is_staff or (owner_team is not None
-                                     and team_admin_may(user=actor, team=owner_team))
-    if not allowed:
+        if not (actor.is_staff or _admin_of_all_teams(actor=actor, member=user)):
+            raise PermissionDenied(
+                "a member's budget applies in every team they belong to: only staff or an "
+                "admin of all of those teams may set, change or remove it")
+    elif not (actor.is_staff or (owner_team is not None
+                                 and team_admin_may(user=actor, team=owner_team))):
         raise PermissionDenied("only a team admin or staff may set this budget")
     remove = limit is None or str(limit).strip() == ""
     value: Decimal | None = None
@@ -77,6 +85,18 @@ def budget_set(*, actor, scope: str, period: str, limit: object, team: Team | No
         budget.save()
         _audit(actor, "budget.set", keys, before, _amount(value), session)
     return budget
+
+
+def _admin_of_all_teams(*, actor, member) -> bool:
+    """``actor`` is an admin of every team ``member`` belongs to, and there is at least one
+    (an empty "every" must not grant anything)."""
+    if member is None:
+        return False
+    teams = set(Membership.objects.filter(user=member).values_list("team_id", flat=True))
+    administered = set(Membership.objects.filter(
+        user=actor, team_id__in=teams, role=Membership.Role.ADMIN)
+        .values_list("team_id", flat=True))
+    return bool(teams) and teams == administered
 
 
 def _amount(value: Decimal) -> str:

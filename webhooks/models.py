@@ -34,7 +34,10 @@ class Webhook(models.Model):
 class WebhookDelivery(models.Model):
     """One inbound request's outcome. An accepted delivery links its turn; a rejected one
     keeps only the reason, status code, size and delivery id header (never the body): what
-    was refused stores nothing else."""
+    was refused stores nothing else. Accepted rows are unique per webhook both on the
+    delivery id (the sender's retries) and on the replay key (a replay with a changed,
+    unsigned delivery id); rows are never pruned, so both memories outlast the replay
+    window (keep them at least WEBHOOKS["REPLAY_WINDOW_SECONDS"] if pruning is added)."""
 
     class Outcome(models.TextChoices):
         ACCEPTED = "accepted", "Accepted"
@@ -44,6 +47,12 @@ class WebhookDelivery(models.Model):
 
     webhook = models.ForeignKey(Webhook, on_delete=models.CASCADE, related_name="deliveries")
     delivery_id = models.CharField(max_length=100, blank=True, default="")
+    replay_key = models.CharField(
+        max_length=64, blank=True, default="",
+        help_text="SHA-256 of the signed bytes (timestamp.body): one accepted row per key, so "
+                  "a captured request re-sent with another delivery id runs nothing "
+                  "(agents/webhook_signature.py::replay_key). Empty on rows refused before "
+                  "the signature was checked, and on rows from before the key existed.")
     outcome = models.CharField(max_length=20, choices=Outcome.choices)
     status_code = models.IntegerField()
     reason = models.CharField(max_length=200, blank=True, default="")
@@ -59,7 +68,11 @@ class WebhookDelivery(models.Model):
         ordering = ["-id"]
         constraints = [models.UniqueConstraint(
             fields=["webhook", "delivery_id"], condition=models.Q(outcome="accepted"),
-            name="uniq_accepted_delivery")]
+            name="uniq_accepted_delivery"),
+            models.UniqueConstraint(
+                fields=["webhook", "replay_key"],
+                condition=models.Q(outcome="accepted") & ~models.Q(replay_key=""),
+                name="uniq_accepted_replay_key")]
         indexes = [models.Index(fields=["webhook", "-id"])]
 
     def __str__(self) -> str:

@@ -4,8 +4,11 @@
 unknown or disabled token → 404 (nothing logged: there is no webhook to log it on);
 body over WEBHOOKS["MAX_BODY_BYTES"] → 413; headers and HMAC signature, then the replay
 window (agents/webhook_signature.py) → 400/401; a body that is not UTF-8 JSON → 400;
-over the per-webhook rate → 429; a delivery id already accepted → 200 "duplicate" (the
-sender's retry is answered, no second turn). Only then is anything stored beyond the log:
+over the per-webhook rate → 429; a delivery id already accepted, or the same signed
+timestamp and body already accepted under any delivery id (a replay of a captured request
+with a changed, unsigned X-Hermes-Delivery header: finding F2) → 200 "duplicate" (the
+sender's retry is answered, no second turn). Both checks are backed by unique constraints
+on the accepted rows, so two copies racing still make one turn. Only then is anything stored beyond the log:
 the delivery row and an unattended Turn (origin="webhook") built from the registered scaffold
 plus the payload, in one transaction, the turn enqueued on commit.
 
@@ -25,12 +28,13 @@ from django.conf import settings
 from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from agents.cache import register_stable_prefix
 from agents.messages import Message as AgentMessage
 from agents.unattended import webhook_message
-from agents.webhook_signature import verify
+from agents.webhook_signature import replay_key, verify
 from sessions.models import Session, Turn
 from sessions.services import turn_start
 from webhooks.models import Webhook, WebhookDelivery
@@ -139,7 +143,10 @@ def webhook_receive(*, token: str, headers, body: bytes, now: float | None = Non
         json.loads(payload)
     except (UnicodeDecodeError, ValueError):
         return _refuse(hook, 400, "body is not UTF-8 JSON", delivery_id=delivery_id, size=size)
-    if WebhookDelivery.objects.filter(webhook=hook, delivery_id=delivery_id,
+    # Only now, the signature checked: the key names bytes the secret's holder signed.
+    key = replay_key(headers.get("X-Hermes-Timestamp"), body)
+    if WebhookDelivery.objects.filter(Q(delivery_id=delivery_id) | Q(replay_key=key),
+                                      webhook=hook,
                                       outcome=WebhookDelivery.Outcome.ACCEPTED).exists():
         return _duplicate(hook, delivery_id, size)
     if _window_count(f"webhook-rate:{hook.token}", conf["RATE_WINDOW_SECONDS"]) > \
@@ -153,14 +160,14 @@ def webhook_receive(*, token: str, headers, body: bytes, now: float | None = Non
     try:
         with transaction.atomic():
             delivery = WebhookDelivery.objects.create(
-                webhook=hook, delivery_id=delivery_id, outcome=WebhookDelivery.Outcome.ACCEPTED,
-                status_code=202, body_bytes=size, message_text=built.text,
+                webhook=hook, delivery_id=delivery_id, replay_key=key,
+                outcome=WebhookDelivery.Outcome.ACCEPTED, status_code=202, body_bytes=size, message_text=built.text,
                 stable_chars=built.stable_len)
             turn = turn_start(session=hook.session, user=hook.session.owner,
                               text=built.display, origin="webhook")
             delivery.turn = turn
             delivery.save(update_fields=["turn"])
-    except IntegrityError:  # the same id accepted concurrently
+    except IntegrityError:  # the same id or the same signed bytes accepted concurrently
         return _duplicate(hook, delivery_id, size)
     except ValidationError as exc:
         return _refuse(hook, 422, "; ".join(exc.messages), delivery_id=delivery_id, size=size)
@@ -168,8 +175,9 @@ def webhook_receive(*, token: str, headers, body: bytes, now: float | None = Non
 
 
 def _duplicate(hook: Webhook, delivery_id: str, size: int) -> Reception:
-    """A retry (or replay inside the window) of an accepted delivery: answered 200 so the
-    sender stops retrying, logged through the same bounded log as refusals."""
+    """A retry (or replay inside the window, under any delivery id) of an accepted
+    delivery: answered 200 so the sender stops retrying, logged through the same bounded log
+    as refusals."""
     _refuse(hook, 200, "already accepted; no new turn", delivery_id=delivery_id, size=size,
             outcome=WebhookDelivery.Outcome.DUPLICATE)
     return Reception(200, {"ok": True, "duplicate": True, "delivery": delivery_id})

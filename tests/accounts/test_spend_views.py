@@ -211,3 +211,55 @@ def test_staff_set_budgets_and_rates_in_the_admin(people, login):
     ok = client.post("/admin/accounts/rateoverride/add/", {
         "provider": "vllm", "model": "*", "input": "0.1", "output": "0.2"})
     assert ok.status_code == 302 and RateOverride.objects.count() == 1
+
+
+def test_another_teams_admin_cannot_lift_or_remove_a_members_cap(make_user, hermes_settings,
+                                                                 login):
+    """F4: a member cap (team=NULL) binds the member in every team, so an admin of only one
+    of the member's teams gets a form error, nothing stored or audited, and the cap still
+    stops the member's real turn; an admin of all the member's teams, and staff, may."""
+    from accounts.models import Membership
+
+    hermes_settings.HERMES = {**hermes_settings.HERMES, "RETRY_BASE_DELAY": 0.01,
+                              "BACKEND": "local", "BUDGET_WAIT_SECONDS": 0.2}
+    alice = make_user("alice", team="alpha", role="admin")
+    bob = make_user("bob", team="alpha")
+    mallory = make_user("mallory", team="mteam", role="admin")
+    alpha, mteam = Team.objects.get(name="alpha"), Team.objects.get(name="mteam")
+    cap = {"scope": "user", "member": bob.pk, "period": "day", "unknown_policy": "block"}
+    assert login(alice).post(f"/spend/teams/{alpha.pk}/budgets/",
+                             {**cap, "limit": "0.01"}).status_code == 302
+    Membership.objects.create(user=bob, team=mteam, role=Membership.Role.MEMBER)
+    audits = AuditEntry.objects.count()
+    client = login(mallory)
+    for limit in ("", "99999"):  # remove it, raise it
+        response = client.post(f"/spend/teams/{mteam.pk}/budgets/", {**cap, "limit": limit})
+        page = response.content.decode()
+        assert response.status_code == 400 and 'id="budget-error"' in page
+        assert "admin of all of those teams" in page
+    assert client.post(f"/spend/teams/{alpha.pk}/budgets/",
+                       {**cap, "limit": ""}).status_code == 404
+    assert list(Budget.objects.values_list("user", "team", "limit_usd")) == [
+        (bob.pk, None, D("0.01"))]
+    assert AuditEntry.objects.count() == audits
+    # The cap still holds on a real turn.
+    usage(bob, usd=D("0.02"))
+    session = session_create(user=bob)
+    turn_start(session=session, user=bob, text="hello")
+    turn_run_task.apply(args=[session.pk])
+    assert Turn.objects.get(session=session).status == Turn.Status.BUDGET_BLOCKED
+    # Alice no longer admins every team bob is in either; an admin of both, and staff, may.
+    assert login(alice).post(f"/spend/teams/{alpha.pk}/budgets/",
+                             {**cap, "limit": "5"}).status_code == 400
+    carol = make_user("carol", team="alpha", role="admin")
+    Membership.objects.create(user=carol, team=mteam, role=Membership.Role.ADMIN)
+    assert login(carol).post(f"/spend/teams/{mteam.pk}/budgets/",
+                             {**cap, "limit": "5"}).status_code == 302
+    assert Budget.objects.get(user=bob).limit_usd == D("5")
+    root = make_user("root", staff=True)
+    assert login(root).post(f"/spend/teams/{alpha.pk}/budgets/",
+                            {**cap, "limit": ""}).status_code == 302
+    assert not Budget.objects.exists()
+    assert list(AuditEntry.objects.filter(action__startswith="budget.").order_by("id")
+                .values_list("actor__username", "action"))[-2:] == [
+        ("carol", "budget.set"), ("root", "budget.removed")]

@@ -1,7 +1,8 @@
 """Inbound webhooks through Django's test client with CSRF enforced: a good signature makes
 an unattended turn built from the registered scaffold plus the payload (run through the real
 runner and simulator); a bad signature, a stale timestamp, an oversized or non-JSON body are
-4xx and store nothing but the bounded rejection log; a repeated delivery id runs nothing; the
+4xx and store nothing but the bounded rejection log; a repeated delivery id runs nothing, nor
+does a captured request re-sent under new delivery ids (F2: the replay key); the
 per-webhook rate limit answers 429; the owner's pages create, rotate and delete, and nobody
 else can see them."""
 
@@ -15,7 +16,9 @@ from django.test import Client
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agents.webhook_signature import sign, verify
+from django.db import IntegrityError
+
+from agents.webhook_signature import replay_key, sign, verify
 from sessions.models import Message, Turn
 from sessions.services import session_create
 from sessions.tasks import turn_run_task
@@ -129,9 +132,60 @@ def test_a_repeated_delivery_id_runs_nothing_and_unknown_tokens_are_404(hook):
     assert Client().get(f"/hooks/{hook.token}/").status_code == 405
 
 
+def test_a_captured_request_resent_under_new_delivery_ids_runs_once(hook):
+    """F2: the delivery id is not signed, so the dedupe is on the signed bytes as well. A
+    captured request, replayed with the same timestamp and signature but another
+    X-Hermes-Delivery (and other unsigned headers changed), is a 200 duplicate; one turn runs
+    on the simulator. The same body re-signed at a later timestamp is a new delivery."""
+    ts, body = str(int(time.time())), json.dumps({"build": 7, "status": "failed"}).encode()
+    captured = {"ts": ts, "signature": sign(hook.secret, ts, body)}
+    assert post(hook, body, delivery="d1", **captured).status_code == 202
+    for replay in ("d2", "d3", "x" * 100):
+        again = post(hook, body, delivery=replay, **captured,
+                     client=Client(enforce_csrf_checks=True, HTTP_USER_AGENT="replayer/1"))
+        assert again.status_code == 200 and again.json()["duplicate"] is True, again.content
+    assert Turn.objects.count() == 1
+    turn_run_task.apply(args=[hook.session_id])
+    turn = Turn.objects.get()
+    assert turn.status == Turn.Status.COMPLETED, turn.error
+    assert Message.objects.filter(session=hook.session, role="user").count() == 1
+    assert list(WebhookDelivery.objects.order_by("id").values_list("delivery_id", "outcome")) \
+        == [("d1", "accepted"), ("d2", "duplicate"), ("d3", "duplicate"),
+            ("x" * 100, "duplicate")]
+    assert WebhookDelivery.objects.get(outcome="accepted").replay_key == replay_key(ts, body)
+    later = str(int(ts) + 1)
+    assert post(hook, body, delivery="d4", ts=later).status_code == 202
+    assert Turn.objects.count() == 2
+
+
+def test_the_database_holds_one_accepted_row_per_replay_key(hook):
+    """The backstop for two copies racing past the existence check: the unique constraint
+    (webhook, replay_key) over accepted rows; refused and duplicate rows are not bound."""
+    key = replay_key("1700000000", b"{}")
+    WebhookDelivery.objects.create(webhook=hook, delivery_id="a", replay_key=key,
+                                   outcome="accepted", status_code=202)
+    WebhookDelivery.objects.create(webhook=hook, delivery_id="b", replay_key=key,
+                                   outcome="duplicate", status_code=200)
+    WebhookDelivery.objects.create(webhook=hook, delivery_id="c", outcome="accepted",
+                                   status_code=202)
+    WebhookDelivery.objects.create(webhook=hook, delivery_id="d", outcome="accepted",
+                                   status_code=202)  # empty keys (old rows) do not collide
+    with pytest.raises(IntegrityError):
+        WebhookDelivery.objects.create(webhook=hook, delivery_id="e", replay_key=key,
+                                       outcome="accepted", status_code=202)
+
+
+@given(a=st.tuples(st.integers(0, 10**12), st.binary(max_size=64)),
+       b=st.tuples(st.integers(0, 10**12), st.binary(max_size=64)))
+def test_the_replay_key_is_equal_exactly_when_the_signed_bytes_are(a, b):
+    key_a, key_b = replay_key(str(a[0]), a[1]), replay_key(str(b[0]), b[1])
+    assert len(key_a) == 64 and (key_a == key_b) is (a == b)
+
+
 def test_the_rate_limit_answers_429_and_the_rejection_log_is_bounded(hook, settings):
     settings.WEBHOOKS = {**settings.WEBHOOKS, "RATE_LIMIT": 2, "REJECT_LOG_LIMIT": 3}
-    codes = [post(hook, b"{}", delivery=f"r-{i}").status_code for i in range(4)]
+    # Distinct bodies: the same signed bytes under a new id would be a replay (duplicate).
+    codes = [post(hook, b'{"n": %d}' % i, delivery=f"r-{i}").status_code for i in range(4)]
     assert codes == [202, 202, 429, 429]
     assert Turn.objects.count() == 2
     for i in range(5):
