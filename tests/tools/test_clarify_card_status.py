@@ -52,3 +52,19 @@ def test_a_pending_question_card_says_it_waits_for_the_answer_not_running(
     frames = client.get(f"/sessions/{session.session.pk}/events/?after=0").json()["events"]
     answered = [f for f in frames if f["type"] == "clarify.answered"]
     assert answered and "html" not in answered[0]  # the result's card says done, not this
+
+
+def test_the_cli_says_a_question_waits_and_where_to_answer_it(alice, script, worker):
+    """`manage.py hermes chat` used to print only the model's text when the turn stopped on
+    a clarify question; it now says a question waits and names the session page."""
+    import io
+
+    from django.core.management import call_command
+
+    script(asking_model)
+    out = io.StringIO()
+    call_command("hermes", "chat", "style the button", "--user", "alice", stdout=out)
+    question = ClarifyQuestion.objects.get()
+    assert question.state == "pending"
+    assert (f"(waiting for your answer to Hermes' question: answer it on the session page, "
+            f"/sessions/{question.session_id}/)") in out.getvalue()
