@@ -32,9 +32,9 @@ from sessions.selectors import (Sidebar, event_list_after, message_list_display,
 from sessions.files import file_preview, file_read, file_tree, file_upload, upload_max_bytes
 from sessions.gauge import gauge_events, session_context_gauge
 from sessions.services import (message_edit, message_id_parse, provider_choices,
-                               session_archive, session_create, session_fork, session_model_set, session_pin,
-                               session_rename, session_rewind, turn_regenerate, turn_start,
-                               turn_steer, turn_stop)
+                               session_archive, session_create, session_fork, session_model_set,
+                               session_pin, session_rename, session_rewind, turn_regenerate,
+                               turn_start, turn_steer, turn_stop)
 from sessions.steer import turn_running
 
 EVENT_PAGE = 500
