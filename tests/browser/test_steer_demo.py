@@ -45,10 +45,16 @@ def test_a_new_user_can_steer_the_slow_demo(server, browser, viewport):
         page.wait_for_selector(".queued-steer")
         page.wait_for_selector("#transcript >> text=Got your correction", timeout=WAIT_MS)
         page.wait_for_selector("#turn-status[data-state=idle]")
-        statuses = page.locator(".tool-card .tool-status").all_inner_texts()
-        assert statuses[-3:] == ["done", "not run: steered", "not run: steered"], statuses
+        statuses = page.locator(".tool-card .tool-status").all_inner_texts()[-3:]
+        # Normally step one is running when the correction arrives, so it lands between
+        # steps one and two. On a loaded machine the card can show before the dispatcher
+        # starts step one; the correction then lands before it and all three are not run.
+        # Either way no step that had not started runs, and the reply says how many.
+        assert statuses in (["done", "not run: steered", "not run: steered"],
+                            ["not run: steered"] * 3), statuses
+        skipped = statuses.count("not run: steered")
         reply = page.locator("#transcript .msg-assistant").last.inner_text()
-        assert "“stop after step one”): 2 planned steps were not run" in reply
+        assert f"“stop after step one”): {skipped} planned steps were not run" in reply
         assert page.locator(".msg-user.msg-kind-steer").count() == 1
         assert steer.evaluate("(b) => getComputedStyle(b).fontWeight") != "600"  # idle again
     finally:
