@@ -25,11 +25,11 @@ from markdown_it.token import Token
 
 from sessions.highlight import code_highlight
 from sessions.hooks import APPROVALS
-from sessions.models import Message, RunEvent, Session, Turn, UsageRecord
+from sessions.models import ClarifyQuestion, Message, RunEvent, Session, Turn, UsageRecord
 from sessions.selectors import event_list_after, message_list_display
 from sessions.steer import STEER, STEERED
-from sessions.tool_cards import (APPROVAL_STATUSES, DESCRIBERS, call_arguments, tool_status,
-                                 tool_summary)
+from sessions.tool_cards import (APPROVAL_STATUSES, AWAITING_ANSWER, DESCRIBERS, call_arguments,
+                                 tool_status, tool_summary)
 from sessions.transcript import message_to_display
 from sessions.waits import WAITING_STATUSES
 
@@ -254,6 +254,11 @@ def event_html(event: dict, *, user=None, user_label: str = "You") -> str | None
                 "level": "error", "dom_id": dom_id("turn-error", payload.get("turn_id")),
                 "text": f"The turn failed: {payload.get('reason', '')}"})
         return html
+    if type == "clarify.requested":  # the question's call waits for the user, not runs
+        question = payload.get("question") or {}
+        if question.get("state") != "pending" or not question.get("tool_call_id"):
+            return None
+        return _partial("tool-card", {"card": _waiting_card_status(question["tool_call_id"])})
     if type == "steer.queued":  # not a status event: the running turn is still running
         return _partial("queued-input", {"turn_id": payload.get("turn_id"), "steer": True,
                                           "text": payload.get("text", ""),
@@ -313,6 +318,15 @@ def _approval_card_status(approval: dict) -> dict:
     return card
 
 
+def _waiting_card_status(call_id: str) -> dict:
+    """The tool card of a clarify call whose question is pending: "waiting for your answer"
+    (merged into the live card by static/chat.js, which keeps its summary and arguments)."""
+    card = tool_card({"id": call_id, "name": "clarify", "arguments": {}}, None,
+                     approval_state=AWAITING_ANSWER)
+    card["summary"] = ""
+    return card
+
+
 def _orphan_result(message: dict) -> dict:
     """A finished card for a tool result arriving on its own (name from the row)."""
     card = tool_card({"id": message.get("tool_call_id", ""), "name": message.get("tool_name"),
@@ -355,7 +369,11 @@ def transcript_context(*, session: Session, user, request=None) -> dict:
     turns = list(Turn.objects.filter(session=session).order_by("id"))
     results = {m["tool_call_id"]: m for m in rows if m["role"] == "tool"}
     user_label = viewer_label(session=session, user=user)
-    approvals = APPROVALS.states(session)  # approvals/ answers (sessions/hooks.py)
+    waiting = ClarifyQuestion.objects.filter(session=session,
+                                             state=ClarifyQuestion.State.PENDING)
+    approvals = {**APPROVALS.states(session),  # approvals/ answers (sessions/hooks.py)
+                 **dict.fromkeys(waiting.values_list("tool_call_id", flat=True),
+                                 AWAITING_ANSWER)}  # questions waiting for the user
     footers = _turn_footers(turns)
     items: list[dict] = []
     shown_results: set[str] = set()

@@ -251,6 +251,38 @@ def _refuse_while_busy(session: Session, action: str) -> None:
                               f"{action}.")
 
 
+MESSAGE_NOT_FOUND = ("That message is not a live message of yours in this session (it may "
+                     "have been rewound or summarised). Nothing was changed.")
+"""The one answer for a message id that is not a number, does not exist, belongs to another
+session or user, or was rewound: the same words for all, so an id never reveals that someone
+else's message exists."""
+
+
+def message_id_parse(raw) -> int:
+    """A posted message id (str or int) as a positive int. Raises ValidationError
+    (MESSAGE_NOT_FOUND) for anything else: empty, not digits, above a bigint."""
+    text = str(raw if raw is not None else "").strip()
+    if not (text.isascii() and text.isdigit()) or len(text) > 18 or int(text) == 0:
+        raise ValidationError(MESSAGE_NOT_FOUND)
+    return int(text)
+
+
+def _ineligible_reason(session: Session, message_id: int) -> str:
+    """Why a message of ``session`` (a session the caller owns, so saying it exists leaks
+    nothing) cannot be edited or rewound from; MESSAGE_NOT_FOUND when it is not a live
+    message of this session at all."""
+    row = (Message.objects.filter(session=session, pk=message_id, active=True)
+           .values("role", "kind").first())
+    if row is None:
+        return MESSAGE_NOT_FOUND
+    if row["kind"] in ("summary", "rolling_summary"):
+        return ("A summary of earlier messages cannot be edited or rewound from; choose one "
+                "of your messages. Nothing was changed.")
+    who = "Hermes' reply" if row["role"] == "assistant" else f"a {row['role']} message"
+    return (f"Only your own messages can be edited or rewound from; that one is {who}. "
+            "Nothing was changed.")
+
+
 def session_rewind(*, session: Session, message_id: int | None = None,
                    action: str = "rewinding") -> int:
     """Take back the last exchange: the last live user message and everything after it
@@ -269,8 +301,7 @@ def session_rewind(*, session: Session, message_id: int | None = None,
         if message_id is not None:
             first = users.filter(pk=message_id).first()
             if first is None:
-                raise ValidationError("That message is not a live message of yours in this "
-                                      "session (it may have been rewound or summarised).")
+                raise ValidationError(_ineligible_reason(session, message_id))
         else:
             first = users.order_by("-id").first()
         if first is None:
@@ -325,8 +356,7 @@ def session_fork(*, session: Session, user, message_id: int) -> Session:
     live = Message.objects.filter(session=session, active=True).order_by("id")
     at = live.filter(pk=message_id).first()
     if at is None:
-        raise ValidationError("That message is not a live message of this session (it may "
-                              "have been rewound or summarised).")
+        raise ValidationError(MESSAGE_NOT_FOUND)
     rows = list(live.filter(id__lte=at.id))
     call_ids = {c.get("id") for c in at.tool_calls or [] if isinstance(c, dict)}
     if call_ids:

@@ -20,6 +20,10 @@ FINISHED_STATUSES = frozenset({"done", "error", "failed", "stopped", "cancelled"
 """Statuses after which a card never goes back to "running" (static/chat.js has the same)."""
 APPROVAL_STATUSES = {"cancelled": "cancelled", "denied": "denied", "expired": "expired"}
 """Approval request state → card status, for calls that never ran because of it."""
+AWAITING_ANSWER = "awaiting_answer"
+"""The wait state of a clarify call whose question is pending (sessions/clarify.py): its card
+says it waits for the user's answer, not that it runs (nothing runs until they answer)."""
+WAITING_LABEL = "waiting for your answer"
 
 
 def call_arguments(arguments: Any) -> dict | None:
@@ -133,9 +137,10 @@ def tool_summary(name: str, arguments: Any, meta: dict | None = None) -> str:
 
 def tool_status(*, result: dict | None, approval_state: str | None = None) -> tuple[str, str]:
     """(status, label) of a card. ``result``: the tool message dict (None while it has not
-    answered); ``approval_state``: the state of the call's approval request, if any.
+    answered); ``approval_state``: the state of the call's approval request, if any, or
+    AWAITING_ANSWER for a clarify call whose question is pending.
 
-    running · done · error (the tool failed) · failed with label "exit N" (a command that
+    running · waiting (label WAITING_LABEL: a clarify question waits for the user) · done · error (the tool failed) · failed with label "exit N" (a command that
     ran and exited non-zero, from metadata exit_code) · stopped (the user pressed stop: the
     command was killed, or the call was skipped; metadata stopped; label "not run: steered"
     when a correction overtook it, metadata steered) · cancelled / denied /
@@ -148,6 +153,8 @@ def tool_status(*, result: dict | None, approval_state: str | None = None) -> tu
     if approval_state in APPROVAL_STATUSES and (result is None or result.get("is_error")):
         status = APPROVAL_STATUSES[approval_state]
         return status, status
+    if result is None and approval_state == AWAITING_ANSWER:
+        return "waiting", WAITING_LABEL
     if result is None:
         return "running", "running"
     if result.get("is_error"):

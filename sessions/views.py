@@ -31,10 +31,10 @@ from sessions.selectors import (Sidebar, event_list_after, message_list_display,
                                 session_visible_q)
 from sessions.files import file_preview, file_read, file_tree, file_upload, upload_max_bytes
 from sessions.gauge import gauge_events, session_context_gauge
-from sessions.services import (message_edit, provider_choices, session_archive,
-                               session_create, session_fork, session_model_set, session_pin,
-                               session_rename, session_rewind, turn_regenerate, turn_start,
-                               turn_steer, turn_stop)
+from sessions.services import (message_edit, message_id_parse, provider_choices,
+                               session_archive, session_create, session_fork, session_model_set,
+                               session_pin, session_rename, session_rewind, turn_regenerate,
+                               turn_start, turn_steer, turn_stop)
 from sessions.steer import turn_running
 
 EVENT_PAGE = 500
@@ -75,14 +75,6 @@ def session_create_view(request: HttpRequest) -> HttpResponse:
     return redirect("session_detail", session_id=session.pk)
 
 
-def _message_id(request: HttpRequest) -> int:
-    """The POSTed ``message_id`` as an int (Http404 for anything else)."""
-    raw = request.POST.get("message_id", "")
-    if not (raw.isascii() and raw.isdigit()) or len(raw) > 19:
-        raise Http404("No such message")
-    return int(raw)
-
-
 def _back(request: HttpRequest, session_id: int) -> HttpResponse:
     """After an action: to the session page (htmx: a client-side redirect, so the page and
     its flash message load whole)."""
@@ -109,9 +101,9 @@ def message_edit_view(request: HttpRequest, session_id: int) -> HttpResponse:
     """Edit a past user message and re-run from it (the later messages are rewound). The
     reason is shown when refused (a turn is busy, the message is no longer live, bad text)."""
     session = session_get(user=request.user, session_id=session_id, write=True)
-    message_id = _message_id(request)
     _act(request, lambda: message_edit(
-        session=session, user=request.user, message_id=message_id,
+        session=session, user=request.user,
+        message_id=message_id_parse(request.POST.get("message_id")),
         text=request.POST.get("text", "")), "")
     return _back(request, session.pk)
 
@@ -130,9 +122,9 @@ def turn_regenerate_view(request: HttpRequest, session_id: int) -> HttpResponse:
 def session_fork_view(request: HttpRequest, session_id: int) -> HttpResponse:
     """Fork the session at ``message_id`` into a new session and open it."""
     session = session_get(user=request.user, session_id=session_id, write=True)
-    message_id = _message_id(request)
     fork = _act(request, lambda: session_fork(
-        session=session, user=request.user, message_id=message_id), "")
+        session=session, user=request.user,
+        message_id=message_id_parse(request.POST.get("message_id"))), "")
     if fork is None:
         return _back(request, session.pk)
     messages.success(request, f"This is a fork of “{session.title}”; the original is "
@@ -401,15 +393,18 @@ def session_archive_view(request: HttpRequest, session_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def session_rewind_view(request: HttpRequest, session_id: int) -> HttpResponse:
-    """Take back the last exchange (refused while a turn runs; the reason is shown)."""
+    """Take back the last exchange, or with ``message_id`` (one of your live messages) that
+    message and everything after it. Refused with the reason shown, nothing changed, while
+    a turn runs or for an id that is not one of your live messages (never ignored: a bad id
+    must not rewind the last exchange instead)."""
     session = session_get(user=request.user, session_id=session_id, write=True)
-    try:
-        count = session_rewind(session=session)
-    except ValidationError as exc:
-        messages.error(request, " ".join(exc.messages))
-    else:
-        messages.success(request, f"Took back the last exchange ({count} messages).")
-    return redirect("session_detail", session_id=session.pk)
+    raw = request.POST.get("message_id")
+    count = _act(request, lambda: session_rewind(
+        session=session, message_id=None if raw is None else message_id_parse(raw)), "")
+    if count is not None:
+        what = "the last exchange" if raw is None else "that message and what followed it"
+        messages.success(request, f"Took back {what} ({count} messages).")
+    return _back(request, session.pk)
 
 
 @login_required

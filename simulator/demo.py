@@ -19,6 +19,15 @@ LABEL = "(simulated model)"
 TOKEN_DELAY = 0.01
 """Seconds per streamed token, so the demo visibly streams."""
 
+SLOW_STEP_SECONDS = 4
+"""How long each step of the "slow demo" sleeps (a real `sleep` in the command backend, so
+the turn runs long enough for a person to type a correction and steer it)."""
+SLOW_STEPS = 3
+_SLOW = re.compile(r"\b(?:slow|steer(?:ing)?)\s+demo\b", re.IGNORECASE)
+_STEERED = "the user steered the turn"
+"""What agents/steer.py STEERED_RESULT says in each call a correction overtook (read as text,
+as a real model reads it)."""
+
 HELP = (f"{LABEL} I am the provider simulator, not a real model. Try:\n"
         "- \"list the files and read README.md\" (terminal + read_file)\n"
         "- \"read notes.txt\", \"write hello.txt\"\n"
@@ -26,7 +35,9 @@ HELP = (f"{LABEL} I am the provider simulator, not a real model. Try:\n"
         "- \"search TODO\" (search_files), \"run pytest -q\" (terminal)\n"
         "- \"skills\", \"skill <name>\", \"recall <topic>\" / \"search history <topic>\"\n"
         "- \"delegate three tasks\" or \"delegate: list the files; read README.md\" (child "
-        "agents, one per task)")
+        "agents, one per task)\n"
+        f"- \"slow demo\" (three steps of {SLOW_STEP_SECONDS} s each, to try Steer: while they "
+        "run, type a correction such as \"stop after step one\" and press Steer or Alt+Enter)")
 
 DEFAULT_DELEGATED = ("list the files", "read README.md", "search TODO")
 """The tasks of "delegate three tasks" when the user names none."""
@@ -165,8 +176,50 @@ def _summary(exchange: ToolExchange) -> str:
     return f"- {exchange.name}: {first.strip()[:200]}"
 
 
+def _slow_demo() -> Reply:
+    """Three real, slow terminal steps, so a new user can try Steer on a running turn."""
+    return Reply(text=f"{LABEL} Slow demo: {SLOW_STEPS} steps of {SLOW_STEP_SECONDS} s each. "
+                      "While they run, type a correction (for example \"stop after step one\") "
+                      "and press Steer (or Alt+Enter): it lands between two steps, and the "
+                      "steps not started yet are not run.",
+                 tool_calls=tuple(ToolCallSpec(name="terminal", input={
+                     "command": f"sleep {SLOW_STEP_SECONDS}; echo step {n} of {SLOW_STEPS} done",
+                     "timeout": 60}) for n in range(1, SLOW_STEPS + 1)),
+                 token_delay=TOKEN_DELAY)
+
+
+def _after_last_reply(request: ScriptRequest) -> list[dict]:
+    """The messages after the newest assistant message (what this request adds)."""
+    messages = request.body.get("messages") or []
+    last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
+    return messages[last + 1:]
+
+
+def _overtaken(request: ScriptRequest) -> int:
+    """When the newest user text follows tool results that say a correction overtook them
+    (it landed in the running turn between two calls, agents/steer.py): how many planned
+    calls it overtook; 0 otherwise (an ordinary message, or one sent after a stopped turn)."""
+    if request.tool_results or not request.last_user_text:
+        return 0
+    return json.dumps(_after_last_reply(request)).count(_STEERED)
+
+
+def _corrected(request: ScriptRequest, text: str, overtaken: int) -> Reply:
+    """The reply to a correction: it obeys a correction that asks for something the demo
+    can do, else acknowledges it, saying how many planned steps it stopped."""
+    skipped = (f"{overtaken} planned step{'s were' if overtaken != 1 else ' was'} not run")
+    said = f"{LABEL} Got your correction (“{text.strip()[:200]}”): {skipped}."
+    calls = _planned_calls(text)
+    if calls is None:
+        return _text(said + " I stopped there.")
+    return _calls(request, said + " Doing what you asked instead.", calls)
+
+
 def demo_policy(request: ScriptRequest) -> Reply:
     """The default script (see module docstring). Never raises."""
+    overtaken = _overtaken(request)
+    if overtaken and request.tool_names:
+        return _corrected(request, request.last_user_text, overtaken)
     if request.tool_results:
         lines = [_summary(x) for x in request.tool_results]
         return _text(f"{LABEL} Here is what the tools returned:\n" + "\n".join(lines))
@@ -179,6 +232,8 @@ def demo_policy(request: ScriptRequest) -> Reply:
                      "assistant replies; no tools are available for this answer.")
     if re.search(r"^\s*help\b", text, re.IGNORECASE):
         return _text(HELP)
+    if _SLOW.search(text):
+        return _slow_demo()
     calls = _planned_calls(text)
     if calls is None:
         return _text(f"{LABEL} Hello! I am the provider simulator, so my answers are scripted. "

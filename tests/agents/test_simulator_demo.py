@@ -85,3 +85,57 @@ def test_merged_new_message_over_http_answers_the_text(sim: SimulatorServer) -> 
                                      messages=body["messages"])
     calls = [b for b in message.content if b.type == "tool_use"]
     assert [(c.name, c.input["path"]) for c in calls] == [("read_file", "notes.txt")]
+
+
+def test_slow_demo_plans_three_slow_real_steps_and_help_names_it() -> None:
+    """The steer demo (a user's finding: demo turns end in ~3 s, too fast to steer): three
+    terminal calls that each sleep SLOW_STEP_SECONDS in the command backend."""
+    from simulator.demo import SLOW_STEP_SECONDS, SLOW_STEPS
+
+    body = {"model": MODEL, "max_tokens": 256, "tools": TOOLS,
+            "messages": [{"role": "user", "content": "slow demo"}]}
+    reply = demo_policy(ScriptRequest.from_body("anthropic", body))
+    assert [c.name for c in reply.tool_calls] == ["terminal"] * SLOW_STEPS
+    assert all(c.input["command"].startswith(f"sleep {SLOW_STEP_SECONDS}; ")
+               for c in reply.tool_calls)
+    assert "press Steer" in reply.text
+    body["messages"][0]["content"] = "help"
+    assert "\"slow demo\"" in demo_policy(ScriptRequest.from_body("anthropic", body)).text
+
+
+def _steered_body(wire: str, correction: str) -> dict:
+    """The request after a correction landed between step 1 and step 2 of the slow demo."""
+    steered = ("not run: the user steered the turn before this call started; their "
+               "correction follows. Decide again whether it is still needed.")
+    results = [("c1", "step 1 of 3 done\n[exit code 0]"), ("c2", steered), ("c3", steered)]
+    if wire == "anthropic":
+        return {"model": MODEL, "max_tokens": 256, "tools": TOOLS, "messages": [
+            {"role": "user", "content": "slow demo"},
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": i, "name": "terminal", "input": {"command": "x"}}
+                for i, _ in results]},
+            {"role": "user", "content": [
+                *({"type": "tool_result", "tool_use_id": i, "content": r,
+                   "is_error": r == steered} for i, r in results),
+                {"type": "text", "text": correction}]}]}
+    return {"model": MODEL, "tools": [{"type": "function", "function": {"name": t["name"]}}
+                                      for t in TOOLS], "messages": [
+        {"role": "user", "content": "slow demo"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": i, "type": "function", "function": {"name": "terminal",
+                                                       "arguments": "{}"}}
+            for i, _ in results]},
+        *({"role": "tool", "tool_call_id": i, "content": r} for i, r in results),
+        {"role": "user", "content": correction}]}
+
+
+@pytest.mark.parametrize("wire", ["anthropic", "openai"])
+def test_a_landed_correction_is_acknowledged_or_obeyed(wire: str) -> None:
+    request = ScriptRequest.from_body(wire, _steered_body(wire, "stop after step one"))
+    reply = demo_policy(request)
+    assert reply.tool_calls == ()
+    assert reply.text == ("(simulated model) Got your correction (“stop after step one”): 2 "
+                          "planned steps were not run. I stopped there.")
+    reply = demo_policy(ScriptRequest.from_body(wire, _steered_body(wire, "read notes.txt")))
+    assert [(c.name, c.input["path"]) for c in reply.tool_calls] == [("read_file", "notes.txt")]
+    assert "Got your correction" in reply.text

@@ -53,9 +53,19 @@ def test_a_clarify_question_round_trips_and_the_todo_panel_updates_live(server, 
     card.wait_for()
     assert "Which colour should the button be?" in card.inner_text()
     page.wait_for_selector("#turn-status[data-state=awaiting_answer]")
+    # The clarify call's tool card waits for the answer; it does not claim to be running.
+    tool = page.locator(".tool-card").first
+    page.wait_for_selector(".tool-card[data-status=waiting]")
+    assert tool.locator(".tool-status").inner_text() == "waiting for your answer"
+    page.reload()
+    card.wait_for()
+    assert tool.locator(".tool-status").inner_text() == "waiting for your answer"
+    page.evaluate("() => { window.__notReloaded = true; }")
     card.locator("button.clarify-choice", has_text="Green").click()
     page.wait_for_selector(".clarify-card[data-state=answered]")
     page.wait_for_selector("#transcript >> text=Going with green.")
+    page.wait_for_selector(".tool-card[data-status=done]")
+    assert tool.locator(".tool-status").inner_text() == "done"
     page.wait_for_selector("#turn-status[data-state=idle]")
 
     send(page, "border please")

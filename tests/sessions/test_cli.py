@@ -67,3 +67,31 @@ def test_policy_stdin_keeps_order_one_tab_separated_line_each(make_user, hermes_
     rows = [line.split("\t") for line in out.splitlines()]
     assert [r[2] for r in rows] == commands
     assert [r[0] for r in rows] == ["allow", "ask", "deny", "allow"]
+
+
+def test_help_lists_every_subcommand_and_where_the_rest_lives_in_the_web_ui():
+    """A user's finding: the CLI's help omitted approvals, memory and schedules. `hermes
+    help`, `hermes` alone and `--help` show OVERVIEW: each subcommand the parser has (so a
+    new one cannot be left out), and the web UI page of each feature without one, every
+    path a real route of the app."""
+    from django.urls import Resolver404, resolve
+
+    from sessions.management.commands.hermes import OVERVIEW, Command
+
+    assert run("help").strip() == OVERVIEW
+    assert run().strip() == OVERVIEW
+    parser = Command().create_parser("manage.py", "hermes")
+    actions = next(a for a in parser._actions if a.dest == "action")
+    assert set(actions.choices) == {"chat", "policy", "reprice", "help"}
+    for name in actions.choices:
+        assert f"\n  {name} " in OVERVIEW, name
+    assert OVERVIEW in parser.format_help()  # the epilog, line breaks kept
+    for feature, path in (("Approvals", "/approvals/"), ("Memory", "/memory/"),
+                          ("Schedules", "/schedules/"), ("Webhooks", "/webhooks/"),
+                          ("Spend", "/spend/"), ("Settings", "/settings/"),
+                          ("", "/approvals/rules/"), ("Questions", "/sessions/<id>/")):
+        assert f"{feature}" in OVERVIEW and f" {path} " in OVERVIEW, path
+        try:
+            resolve(path.replace("<id>", "1"))
+        except Resolver404:
+            pytest.fail(f"the help points to {path}, which is not a page")

@@ -91,6 +91,8 @@ def test_summaries_never_raise_and_stay_one_short_line(name, args, meta):
     (None, "expired", ("expired", "expired")),
     ({"is_error": False, "tool_meta": {}}, "approved", ("done", "done")),
     (None, "pending", ("running", "running")),
+    (None, "awaiting_answer", ("waiting", "waiting for your answer")),  # a clarify question
+    ({"is_error": False, "tool_meta": {}}, "awaiting_answer", ("done", "done")),  # answered
 ])
 def test_statuses(result, approval, expected):
     assert tool_status(result=result, approval_state=approval) == expected

@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 from django.urls import reverse
 
 from sessions.models import Message, RunEvent, Session, Turn
-from sessions.services import (message_edit, session_create, session_fork, session_model_set,
+from sessions.services import (MESSAGE_NOT_FOUND, message_edit, session_create, session_fork, session_model_set,
                                session_pin, turn_regenerate, turn_start)
 from sessions.tasks import turn_run_task
 
@@ -78,7 +78,7 @@ def test_edit_is_refused_while_a_turn_is_queued_and_nothing_changes(alice):
 def test_edit_of_an_assistant_or_foreign_message_is_refused(alice, make_user):
     session = chat(alice, "hello there")
     reply = next(m for m in live(session) if m.role == "assistant")
-    with pytest.raises(ValidationError, match="not a live message"):
+    with pytest.raises(ValidationError, match="Only your own messages .* Hermes' reply"):
         message_edit(session=session, user=alice, message_id=reply.pk, text="x")
     other = chat(make_user("bob"), "bob's")
     theirs = live(other)[0]
@@ -148,9 +148,10 @@ def test_views_edit_fork_pin_and_errors(alice, client):
                            {"message_id": user_row.pk})
     fork = Session.objects.exclude(pk=session.pk).get()
     assert response.status_code == 302 and response["Location"].endswith(f"/{fork.pk}/")
-    # A garbage id is a 404, not a 500.
-    assert client.post(reverse("session_fork", args=[session.pk]),
-                       {"message_id": "x"}).status_code == 404
+    # A garbage id is a clear flash error on the session page, not a 404 or a 500.
+    response = client.post(reverse("session_fork", args=[session.pk]), {"message_id": "x"},
+                           follow=True)
+    assert response.status_code == 200 and MESSAGE_NOT_FOUND in response.content.decode()
     # htmx edit: a client-side redirect; the error is a flash message on the page.
     turn_start(session=session, user=alice, text="queued")
     response = client.post(reverse("message_edit", args=[session.pk]),
@@ -195,3 +196,65 @@ def test_pin_without_htmx_goes_back_to_a_local_page_only(alice, client):
     assert back["Location"] == f"/sessions/{session.pk}/"
     for evil in ("https://evil.example/", "//evil.example/", "/\\evil.example"):
         assert client.post(url, {"pinned": "0", "next": evil})["Location"] == "/"
+
+
+def _snapshot():
+    """Everything a fork, edit or rewind could change."""
+    return (sorted(Message.objects.values_list("id", "session_id", "active", "compacted")),
+            sorted(Session.objects.values_list("id", flat=True)),
+            sorted(Turn.objects.values_list("id", "status")))
+
+
+def _flash(client, response) -> list[str]:
+    """The flash messages the user sees after ``response`` (a redirect, plain or htmx)."""
+    assert response.status_code in (200, 302), response.status_code
+    target = response["HX-Redirect"] if "HX-Redirect" in response else response["Location"]
+    page = client.get(target)
+    assert page.status_code == 200
+    return [str(m) for m in page.context["messages"]]
+
+
+@pytest.mark.parametrize("htmx", [False, True])
+def test_a_bad_message_id_on_fork_edit_or_rewind_says_why_and_changes_nothing(
+        alice, make_user, client, htmx):
+    """Not a number, unknown, another user's, rewound or (for edit/rewind) not one of the
+    user's own messages: each is a flash error on the session page, nothing changes, never a
+    404, a 500 or a silent redirect; another user's id gets exactly the unknown id's words."""
+    client.force_login(alice, backend="django.contrib.auth.backends.ModelBackend")
+    session = chat(alice, "list the files and read README.md", "thanks")
+    rows = live(session)
+    reply = next(m for m in rows if m.role == "assistant")
+    tool = next(m for m in rows if m.role == "tool")
+    theirs = live(chat(make_user("bob"), "bob's secret"))[0]
+    rewound = Message.objects.create(session=session, role="user", content="gone",
+                                     active=False)
+    headers = {"HTTP_HX_REQUEST": "true"} if htmx else {}
+    not_found = ["x", "", "-3", "1.5", "0", "9" * 25, str(theirs.pk), str(rewound.pk),
+                 "99999999"]
+    cases = [(name, raw, MESSAGE_NOT_FOUND) for name in ("session_fork", "message_edit",
+                                                         "session_rewind")
+             for raw in not_found]
+    cases += [("message_edit", str(reply.pk), "that one is Hermes' reply"),
+              ("message_edit", str(tool.pk), "that one is a tool message"),
+              ("session_rewind", str(reply.pk), "that one is Hermes' reply")]
+    before = _snapshot()
+    for name, raw, expected in cases:
+        response = client.post(reverse(name, args=[session.pk]),
+                               {"message_id": raw, "text": "edited"}, **headers)
+        flashes = _flash(client, response)
+        assert len(flashes) == 1 and expected in flashes[0], (name, raw, flashes)
+        if expected == MESSAGE_NOT_FOUND:  # the same words: no id reveals another's message
+            assert flashes == [MESSAGE_NOT_FOUND], (name, raw, flashes)
+        assert _snapshot() == before, (name, raw)
+    # A missing message_id on edit and fork is refused the same way; rewind without one
+    # still takes back the last exchange (the header's Rewind button), with its count.
+    for name in ("session_fork", "message_edit"):
+        flashes = _flash(client, client.post(reverse(name, args=[session.pk]),
+                                             {"text": "edited"}, **headers))
+        assert flashes == [MESSAGE_NOT_FOUND]
+    assert _snapshot() == before
+    first_user = rows[0]
+    flashes = _flash(client, client.post(reverse("session_rewind", args=[session.pk]),
+                                         {"message_id": first_user.pk}, **headers))
+    assert flashes == [f"Took back that message and what followed it ({len(rows)} messages)."]
+    assert live(session) == []

@@ -1,4 +1,12 @@
-"""`python manage.py hermes chat|policy|reprice`: the CLI over the same services as the web UI.
+"""`python manage.py hermes chat|policy|reprice|help`: the CLI over the same services as the
+web UI.
+
+- ``hermes help`` (or ``hermes`` alone, or ``--help``) prints OVERVIEW: every subcommand, and
+  where the features without one live in the web UI (approvals, memory, schedules,
+  webhooks, spend). They have no subcommand on purpose: deciding an approval, editing memory
+  or a schedule belongs to the apps above sessions/ (approvals/, schedules/), which this
+  command may not import (docs/architecture.md), and their pages are where their rules
+  (who may decide, the memory cap, the next runs) are shown.
 
 - ``hermes reprice [--since YYYY-MM-DD]`` re-prices usage rows at the rates in force
   (idempotent: a second run changes nothing).
@@ -17,6 +25,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
@@ -31,12 +40,48 @@ from sessions.models import RunEvent, Session, Turn
 SUMMARY_AFTER = 5
 """``policy --stdin`` ends with a "# N commands: ... ask-or-deny P%" line past this many."""
 
+OVERVIEW = """\
+What this command does (python manage.py hermes <subcommand> --help for its options):
+  chat "<message>" [--session ID] [--user NAME] [--json] [--timeout S]
+        run one turn through the same services, policy and worker as the web UI and print
+        the reply (or every event as JSON lines). Type "help" as the message to see what
+        the demo script can do without an API key; "slow demo" is a turn long enough to
+        try Steer in the web UI.
+  policy "<command>" [--user NAME] [--session ID] [--stdin] [--backend local|sandbox]
+        show the approval policy's decision for a command without running it.
+  reprice [--since YYYY-MM-DD]
+        re-price usage rows after rates change.
+  help  this overview.
+
+In the web UI (no subcommand here; paths under the address `make run` prints):
+  Approvals  /approvals/   decide the commands waiting for a human; `chat` stops at
+                           "(awaiting approval ...)" and the turn resumes once decided there.
+             /approvals/rules/  the "always allow" rules you made.
+  Memory     /memory/      your durable notes (the memory tool writes them too).
+  Schedules  /schedules/   prompts run on a cron or interval, and their run history.
+  Webhooks   /webhooks/    signed URLs that start a turn in a session.
+  Questions  /sessions/<id>/  a clarify question waits for your answer on the session page.
+  Spend      /spend/       costs, and (team admins) budgets.
+  Settings   /settings/    backend and confinement in force, teams, MCP servers.
+Other commands: python manage.py simulator --port 8765 (the provider simulator alone)."""
+"""The full help: `hermes help`, `hermes` alone and the epilog of `hermes --help`."""
+
 
 class Command(BaseCommand):
-    help = "Chat with the agent or check the approval policy from the command line."
+    help = ("Chat with the agent, check the approval policy, re-price usage; `hermes help` "
+            "lists everything and where approvals, memory and schedules live in the web UI.")
+
+    def create_parser(self, prog_name, subcommand, **kwargs):
+        """The parser with OVERVIEW as its epilog, kept as written (line breaks)."""
+        parser = super().create_parser(prog_name, subcommand, **kwargs)
+        parser.epilog = OVERVIEW
+        parser.formatter_class = argparse.RawDescriptionHelpFormatter
+        return parser
 
     def add_arguments(self, parser):
-        sub = parser.add_subparsers(dest="action", required=True)
+        sub = parser.add_subparsers(dest="action")
+        sub.add_parser("help", help="everything this command does, and where the rest lives "
+                                    "in the web UI")
         chat = sub.add_parser("chat", help="run one turn and print the reply")
         chat.add_argument("message")
         chat.add_argument("--session", type=int)
@@ -56,6 +101,9 @@ class Command(BaseCommand):
                                  "one in force)")
 
     def handle(self, *args, **options):
+        if options["action"] in (None, "help"):
+            self.stdout.write(OVERVIEW)
+            return None
         if options["action"] == "chat":
             return self.chat(options)
         if options["action"] == "reprice":
@@ -128,7 +176,11 @@ class Command(BaseCommand):
         if turn.status == "failed":
             raise CommandError(f"turn failed: {turn.error[:500]}")
         if turn.status == "awaiting_approval":
-            self.stdout.write("(awaiting approval: decide in the web UI's approval queue)")
+            self.stdout.write("(awaiting approval: decide in the web UI's approval queue, "
+                              "/approvals/; the turn resumes once it is decided)")
+        if turn.status == "awaiting_answer":
+            self.stdout.write(f"(waiting for your answer to Hermes' question: answer it on the "
+                              f"session page, /sessions/{session.pk}/)")
         if turn.status == "budget_blocked":
             self.stdout.write(f"(stopped by a budget: {turn.error}; raise the cap, then "
                               "resume the turn from the chat)")
