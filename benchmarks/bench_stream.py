@@ -68,9 +68,14 @@ WARM_UP_TEXT = "warm up"
 """The text of the one unmeasured turn run first (see ``warm_up``)."""
 
 
+def session_tag(session_index: int) -> str:
+    """Two letters naming a session in its token words (up to 676 sessions)."""
+    return LETTERS[session_index // 26] + LETTERS[session_index % 26]
+
+
 def token_word(session_index: int, n: int) -> str:
-    """A unique lower-case word of 5 letters (the simulator streams it as one token)."""
-    return "q" + LETTERS[session_index] + LETTERS[n // 676] + LETTERS[n // 26 % 26] + \
+    """A unique lower-case word of 6 letters (the simulator streams it as one token)."""
+    return "q" + session_tag(session_index) + LETTERS[n // 676] + LETTERS[n // 26 % 26] + \
         LETTERS[n % 26]
 
 
@@ -352,7 +357,7 @@ def main() -> int:
 
     stamp_sends()
     sim = SimulatorServer(host="127.0.0.1", port=0, script=stream_policy).start()
-    bench = prepare_environment("stream", simulator_url=sim.url, use_redis=True,
+    bench = prepare_environment(f"stream_{os.getpid()}", simulator_url=sim.url, use_redis=True,
                                 extra={"HERMES_RETRY_BASE_DELAY": "0.2"})
     procs: list[subprocess.Popen] = []
     try:
@@ -402,7 +407,7 @@ def report(watches: list[Watch], wall: float) -> None:
     mismatched = 0
     gaps_total = 0
     for watch in watches:
-        sent = {w: t for w, t in SENT.items() if w[1] == LETTERS[watch.index]}
+        sent = {w: t for w, t in SENT.items() if w[1:3] == session_tag(watch.index)}
         got = watch.received
         lost = len(set(sent) - set(got))
         extra = len(set(got) - set(sent))
