@@ -348,7 +348,10 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         if event["seq"] > self.sent_seq + 1:
             await self.send_from_db(self.sent_seq)
             return
-        await self.send_frame(event)
+        if event["type"] in PLAIN_EVENTS:  # most live frames (text.delta): no rendering
+            await self.send(text_data=json.dumps(event))
+        else:
+            await self.send_frame(event)
         self.sent_seq = event["seq"]
 
     async def send_frame(self, event: dict) -> None:
