@@ -55,6 +55,8 @@ import asyncio
 import base64
 import json
 import os
+import shutil
+import signal
 import struct
 import subprocess
 import sys
@@ -298,10 +300,12 @@ def group_channel(layer, group: str) -> str:
     return layer._get_layer()._get_group_channel_name(group)
 
 
-async def monitor(redis_url: str, session_ids: list[int], seen: dict[str, float],
+async def monitor(redis_url: str, session_ids: list[int], seen: dict[str, tuple[float, float]],
                   ready: asyncio.Event) -> None:
     """Subscribe to the sessions' group channels beside daphne and stamp (time.time()) each
-    token's text.delta as its PUBLISH reaches Redis: splits the delivery stage in two."""
+    token's text.delta as its PUBLISH reaches Redis, with the ``sent_at`` the worker put on
+    the message when it handed it to its publisher (after commit): splits the delivery
+    stage in three."""
     import redis.asyncio as aioredis
     from channels.layers import get_channel_layer
 
@@ -320,10 +324,11 @@ async def monitor(redis_url: str, session_ids: list[int], seen: dict[str, float]
             now = time.time()
             body = layer.deserialize(message["data"])
             events = body.get("events") or ([body["event"]] if "event" in body else [])
+            handed = body.get("sent_at", 0.0)
             for event in events:
                 if event.get("type") == "text.delta":
                     for word in event["payload"]["text"].split():
-                        seen.setdefault(word, now)
+                        seen.setdefault(word, (handed, now))
     finally:
         await pubsub.aclose()
         await client.aclose()
@@ -354,7 +359,8 @@ async def close_watches(sockets: list[WebSocket], readers: list[asyncio.Task]) -
 
 
 async def watch_all(port: int, cookie: str, sessions: list[tuple[int, int]],
-                    redis_url: str | None, published: dict[str, float]) -> list[Watch]:
+                    redis_url: str | None, published: dict[str, tuple[float, float]]
+                    ) -> list[Watch]:
     """Open a socket per session, send each its message, wait for every turn.finished."""
     watcher = None
     if redis_url:
@@ -472,7 +478,8 @@ class Run:
     watches: list[Watch] = field(default_factory=list)
     sent: dict[str, int] = field(default_factory=dict)
     sent_wall: dict[str, float] = field(default_factory=dict)
-    published: dict[str, float] = field(default_factory=dict)
+    published: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """token word -> (handed to the publisher, PUBLISH at Redis), time.time()."""
     wall: float = 0.0
     warm: str = ""
     floor: list[Watch] = field(default_factory=list)
@@ -480,9 +487,11 @@ class Run:
 
 
 def run_config(run: Run, *, bench, user, cookie: str, count: int, cold: bool,
-               floor: bool) -> Run:
+               floor: bool, profile: str = "", profile_dir: str = "") -> Run:
     """Fresh servers with ``run.overrides``, a warm-up turn, ``count`` sessions' turns at
-    once, then (``floor``, services mode) the floor relay on the same daphne."""
+    once, then (``floor``, services mode) the floor relay on the same daphne. ``profile``:
+    a py-spy executable that samples daphne and the worker during the measured turns (raw
+    collapsed stacks in ``profile_dir``)."""
     from sessions.services import session_create
 
     port = free_port()
@@ -496,10 +505,18 @@ def run_config(run: Run, *, bench, user, cookie: str, count: int, cold: bool,
         with SENT_LOCK:
             SENT.clear()
             SENT_WALL.clear()
+        spies = [subprocess.Popen(
+            [profile, "record", "-p", str(proc.pid), "-r", "100", "--nonblocking", "-f",
+             "raw", "-o", str(Path(profile_dir) / f"{run.label.split()[0]}-{name}.txt")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for proc, name in zip(procs, ("daphne", "worker"))] if profile else []
         t0 = time.monotonic()
         run.watches = asyncio.run(watch_all(port, cookie, sessions, bench.redis_url,
                                             run.published))
         run.wall = time.monotonic() - t0
+        for spy in spies:  # py-spy writes its file on SIGINT
+            spy.send_signal(signal.SIGINT)
+            spy.wait(timeout=30)
         with SENT_LOCK:
             run.sent, run.sent_wall = dict(SENT), dict(SENT_WALL)
         if floor and bench.redis_url:
@@ -526,6 +543,8 @@ def session_sent(sent: dict[str, int], index: int) -> dict[str, int]:
 class Figures:
     delays: list[float]
     ttft: list[float]
+    ttft_by_reply: tuple[list[float], list[float]]
+    """TTFT of the first reply (turn start) and of the second (after the tool call)."""
     rows: list[tuple]
     lost: int
     gaps: int
@@ -539,6 +558,7 @@ class Figures:
 def figures(run: Run) -> Figures:
     delays: list[float] = []
     ttft: list[float] = []
+    by_reply: tuple[list[float], list[float]] = ([], [])
     rows = []
     lost_total = gaps_total = mismatched = 0
     for watch in run.watches:
@@ -548,9 +568,11 @@ def figures(run: Run) -> Figures:
         extra = len(set(got) - set(sent))
         session_delays = [(got[w] - sent[w]) / 1e6 for w in sent if w in got]
         delays += session_delays
-        for first in (token_word(watch.index, 0), token_word(watch.index, FIRST_TOKENS)):
+        for reply, first in enumerate((token_word(watch.index, 0),
+                                       token_word(watch.index, FIRST_TOKENS))):
             if first in sent and first in got:
                 ttft.append((got[first] - sent[first]) / 1e6)
+                by_reply[reply].append(ttft[-1])
         expected = [script_text(watch.index, 0, FIRST_TOKENS),
                     script_text(watch.index, FIRST_TOKENS, FINAL_TOKENS)]
         texts_ok = watch.assistant_texts == expected
@@ -566,7 +588,7 @@ def figures(run: Run) -> Figures:
                      watch.status or "no end"))
     count = max(1, len(run.watches))
     return Figures(
-        delays=delays, ttft=ttft, rows=rows, lost=lost_total, gaps=gaps_total,
+        delays=delays, ttft=ttft, ttft_by_reply=by_reply, rows=rows, lost=lost_total, gaps=gaps_total,
         mismatched=mismatched,
         finished=sum(1 for w in run.watches if w.status == "turn.finished"),
         errors=sum(len(w.errors) for w in run.watches),
@@ -598,7 +620,19 @@ def main() -> int:
     parser.add_argument("--no-variants", action="store_true",
                         help="skip the runs without first-token flush and without batching")
     parser.add_argument("--keep", action="store_true", help="keep the database and logs")
+    parser.add_argument("--switch-ms", type=float, default=None,
+                        help="HERMES_SWITCH_INTERVAL_MS for the servers (default: settings', "
+                             "1 ms; 5 is Python's own)")
+    parser.add_argument("--profile", metavar="DIR", default="",
+                        help="sample daphne and the worker with py-spy (HERMES_BENCH_PYSPY or "
+                             "py-spy on PATH) during the measured turns; stacks into DIR")
     args = parser.parse_args()
+    spy = ""
+    if args.profile:
+        spy = os.environ.get("HERMES_BENCH_PYSPY") or shutil.which("py-spy") or ""
+        if not spy:
+            parser.error("--profile needs py-spy (set HERMES_BENCH_PYSPY)")
+        Path(args.profile).mkdir(parents=True, exist_ok=True)
     if not 1 <= args.sessions <= 26 * 26:
         parser.error("--sessions must be between 1 and 676")
 
@@ -615,6 +649,9 @@ def main() -> int:
                      {"HERMES_DELTA_BATCH_MS": "50", "HERMES_FIRST_DELTA_FLUSH": "0"}),
                  Run("unbatched (window 0: an event per token)",
                      {"HERMES_DELTA_BATCH_MS": "0", "HERMES_FIRST_DELTA_FLUSH": "1"})]
+    if args.switch_ms is not None:
+        for run in runs:
+            run.overrides["HERMES_SWITCH_INTERVAL_MS"] = str(args.switch_ms)
     try:
         started = time.monotonic()
         django_boot()
@@ -632,7 +669,8 @@ def main() -> int:
               f"simulator {sim.url}; setup {time.monotonic() - started:.1f} s")
         for number, run in enumerate(runs):
             run_config(run, bench=bench, user=user, cookie=cookie, count=args.sessions,
-                       cold=args.cold, floor=number == 0)
+                       cold=args.cold, floor=number == 0, profile=spy,
+                       profile_dir=args.profile)
             print(f"  {run.label}: {run.wall:.1f} s"
                   + (f" (warm-up turn, not measured: {run.warm})" if run.warm else ""))
         report(runs, args.sessions, verbose=args.sessions <= SESSIONS)
@@ -651,6 +689,7 @@ def report(runs: list[Run], count: int, *, verbose: bool) -> None:
                     ("session", "sent", "received", "lost", "p50", "p95", "text.delta",
                      "seq gaps", "text equal", "ended"), fig.rows)
     stored: list[float] = []
+    committed: list[float] = []
     published: list[float] = []
     delivered: list[float] = []
     relayed: list[float] = []
@@ -660,13 +699,17 @@ def report(runs: list[Run], count: int, *, verbose: bool) -> None:
                 stored.append((ts - main_run.sent_wall[word]) * 1000)
                 delivered.append((received - ts) * 1000)
                 if word in main_run.published:
-                    published.append((main_run.published[word] - ts) * 1000)
-                    relayed.append((received - main_run.published[word]) * 1000)
+                    handed, at_redis = main_run.published[word]
+                    committed.append((handed - ts) * 1000)
+                    published.append((at_redis - handed) * 1000)
+                    relayed.append((received - at_redis) * 1000)
     stage_rows = [("token sent -> its text.delta stored (worker: read, batch, INSERT)",
                    stored),
                   ("stored -> frame at the socket (commit, publish, layer, daphne)", delivered)]
     if published:
-        stage_rows += [("  stored -> PUBLISH at Redis (commit, publisher thread, Redis)",
+        stage_rows += [("  stored -> handed to the publisher (INSERT round trip, commit)",
+                        committed),
+                       ("  handed -> PUBLISH at Redis (publisher thread, pipeline)",
                         published),
                        ("  at Redis -> frame at the socket (layer, consumer, daphne)", relayed)]
     print_table("Where the delay is (ms; wall clocks of one machine)",
@@ -692,6 +735,12 @@ def report(runs: list[Run], count: int, *, verbose: bool) -> None:
                      else float("nan"), "", ""),
                     ("time to first token p50 (ms)", percentile(fig.ttft, 50), "", ""),
                     ("time to first token p95 (ms)", percentile(fig.ttft, 95), "", ""),
+                    ("  TTFT p50 / p95, first reply (turn start)",
+                     f"{percentile(fig.ttft_by_reply[0], 50):.1f} / "
+                     f"{percentile(fig.ttft_by_reply[0], 95):.1f}", "", ""),
+                    ("  TTFT p50 / p95, second reply (after the tool)",
+                     f"{percentile(fig.ttft_by_reply[1], 50):.1f} / "
+                     f"{percentile(fig.ttft_by_reply[1], 95):.1f}", "", ""),
                     ("floor: bare PUBLISH -> socket p50 (ms)", f50, "", ""),
                     ("floor: bare PUBLISH -> socket p95 (ms)", f95, "", ""),
                     ("ratio: delay p95 / floor p95", ratio, "", ""),

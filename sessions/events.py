@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import threading
 import time
 from collections import deque
@@ -179,6 +180,21 @@ _SEQ_SQL = _seq_sql()
 _INSERT_SQL = _insert_sql()
 
 
+def switch_interval_apply(milliseconds: float) -> None:
+    """Set this process's GIL switch interval (``sys.setswitchinterval``; ms, > 0; 0 or less
+    keeps Python's 5 ms). Called at app start (sessions/apps.py) from HERMES
+    ["SWITCH_INTERVAL_MS"].
+
+    Why: a worker runs 20-100 turn threads that hold the GIL for their SSE parsing and row
+    building, and every event passes through threads that only wait on sockets (the
+    INSERT's reply, this module's publisher, daphne's loop and its database threads). Each
+    time such a thread wakes it waits for the GIL up to one switch interval, several times
+    per event; at 5 ms that was most of the stream's tail. 1 ms halved the 20-session p95
+    (benchmarks/bench_stream.py, runs in docs/performance-stream.md)."""
+    if milliseconds > 0:
+        sys.setswitchinterval(milliseconds / 1000)
+
+
 _socket_loop: asyncio.AbstractEventLoop | None = None
 """The event loop serving websockets in this process (set by the consumer on connect)."""
 
@@ -244,7 +260,7 @@ class _Publisher:
         self._woken = False
         """True from the first submit of a batch until the drain finds the queue empty:
         later submits only append (the drain will see them)."""
-        self._senders: dict[int, object] = {}
+        self._senders: dict[int, tuple[object, object]] = {}
         ready = threading.Event()
         threading.Thread(target=self._run, args=(ready,), name="hermes-event-publisher",
                          daemon=True).start()
@@ -284,10 +300,12 @@ class _Publisher:
                     log.exception("publishing %d messages failed", len(items))
 
     def _sender(self, layer):
-        sender = self._senders.get(id(layer))
-        if sender is None:
-            sender = self._senders[id(layer)] = _redis_sender(layer) or _one_by_one
-        return sender
+        """The send function for ``layer``, chosen once per layer object (kept with it, so
+        a new layer at a recycled id() never inherits another layer's sender)."""
+        known = self._senders.get(id(layer))
+        if known is None or known[0] is not layer:
+            known = self._senders[id(layer)] = (layer, _redis_sender(layer) or _one_by_one)
+        return known[1]
 
 
 async def _one_by_one(layer, items: list[tuple[str, dict]]) -> None:
