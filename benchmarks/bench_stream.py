@@ -741,6 +741,7 @@ def report(runs: list[Run], count: int, *, verbose: bool) -> None:
                     ("  TTFT p50 / p95, second reply (after the tool)",
                      f"{percentile(fig.ttft_by_reply[1], 50):.1f} / "
                      f"{percentile(fig.ttft_by_reply[1], 95):.1f}", "", ""),
+                    ("text.delta events per reply (writes)", fig.deltas_per_reply, "", ""),
                     ("floor: bare PUBLISH -> socket p50 (ms)", f50, "", ""),
                     ("floor: bare PUBLISH -> socket p95 (ms)", f95, "", ""),
                     ("ratio: delay p95 / floor p95", ratio, "", ""),
