@@ -296,8 +296,12 @@ class _Publisher:
             for layer, items in by_layer.values():
                 try:
                     await self._sender(layer)(layer, _coalesce_batch(items))
-                except Exception:  # stored already; a reconnecting socket replays it
+                except BaseException as exc:  # stored already; a socket replays it
                     log.exception("publishing %d messages failed", len(items))
+                    if not isinstance(exc, Exception):  # cancelled: let the next submit wake
+                        with self._lock:
+                            self._woken = False
+                        raise
 
     def _sender(self, layer):
         """The send function for ``layer``, chosen once per layer object (kept with it, so
