@@ -163,6 +163,8 @@ class Watch:
     deltas: list[tuple[float, str]] = field(default_factory=list)
     """Each text.delta frame received: (its stored ts, its text): the floor replays them."""
     duplicates: int = 0
+    kinds: dict[str, int] = field(default_factory=dict)
+    """Frames received by type (a retried model call shows as turn.recovered, ...)."""
     seqs: list[int] = field(default_factory=list)
     assistant_texts: list[str] = field(default_factory=list)
     finished: asyncio.Event = field(default_factory=asyncio.Event)
@@ -245,6 +247,7 @@ def on_frame(watch: Watch, frame: dict, now: int, wall: float) -> None:
         return
     watch.seqs.append(frame["seq"])
     kind = frame["type"]
+    watch.kinds[kind] = watch.kinds.get(kind, 0) + 1
     if kind == "text.delta":
         watch.deltas.append((frame.get("ts", 0.0), frame["payload"]["text"]))
         for word in frame["payload"]["text"].split():
@@ -420,7 +423,11 @@ async def floor_relay(port: int, cookie: str, sessions: list[tuple[int, int]],
             await client.publish(channel, data)
 
     await asyncio.gather(*(publish(w) for w in watches))
-    await asyncio.sleep(0.5)  # the last frames arrive
+    deadline = time.monotonic() + 5.0  # the last frames arrive (or count as lost)
+    while time.monotonic() < deadline and any(
+            len(w.received) < sum(len(t.split()) for _, t in replay.get(w.index, []))
+            for w in watches):
+        await asyncio.sleep(0.05)
     await close_watches(sockets, readers)
     await client.aclose()
     return watches
@@ -592,9 +599,13 @@ def figures(run: Run) -> Figures:
         gaps_total += gaps
         mismatched += not texts_ok
         rows.append((f"session {watch.session_id}", len(sent), len(got), lost,
-                     percentile(session_delays, 50), percentile(session_delays, 95),
-                     len(watch.deltas), gaps, "yes" if texts_ok else "NO",
-                     watch.status or "no end"))
+                     watch.duplicates, percentile(session_delays, 50),
+                     percentile(session_delays, 95), len(watch.deltas), gaps,
+                     "yes" if texts_ok else "NO", watch.status or "no end",
+                     ",".join(f"{k}:{n}" for k, n in sorted(watch.kinds.items())
+                              if k not in ("text.delta", "message.added", "tool.called",
+                                           "tool.result", "usage", "turn.started",
+                                           "turn.queued", "turn.finished"))))
     count = max(1, len(run.watches))
     return Figures(
         delays=delays, ttft=ttft, ttft_by_reply=by_reply, rows=rows, lost=lost_total, gaps=gaps_total,
@@ -695,10 +706,13 @@ def main() -> int:
 def report(runs: list[Run], count: int, *, verbose: bool) -> None:
     main_run = runs[0]
     fig = figures(main_run)
-    if verbose:
-        print_table(f"Per session, {main_run.label} (delay in ms)",
-                    ("session", "sent", "received", "lost", "p50", "p95", "text.delta",
-                     "seq gaps", "text equal", "ended"), fig.rows)
+    rows = fig.rows if verbose else [r for r in fig.rows
+                                      if r[3] or r[4] or r[8] or r[9] != "yes"]
+    if rows:
+        print_table(f"Per session{'' if verbose else ' (those with a loss only)'}, "
+                    f"{main_run.label} (delay in ms)",
+                    ("session", "sent", "received", "lost", "dup", "p50", "p95",
+                     "text.delta", "seq gaps", "text equal", "ended", "other frames"), rows)
     stored: list[float] = []
     committed: list[float] = []
     published: list[float] = []
