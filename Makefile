@@ -56,7 +56,8 @@ test-fast: install
 
 bench: install
 	$(PY) benchmarks/bench_overhead.py
-	$(PY) benchmarks/bench_stream.py
+	$(PY) benchmarks/bench_stream.py --sessions 20
+	$(PY) benchmarks/bench_stream.py --sessions 100 --no-variants
 
 bench-cache: install
 	$(PY) benchmarks/bench_cache.py

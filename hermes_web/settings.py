@@ -354,6 +354,13 @@ HERMES = {
     "DELEGATION_MAX_DEPTH": int(env_str("HERMES_DELEGATION_MAX_DEPTH", "1")),
     "MAX_OUTPUT_TOKENS": int(env_str("HERMES_MAX_OUTPUT_TOKENS", "4096")),
     "MAX_MESSAGE_CHARS": 100_000,
+    # Streaming (sessions/sink.py): text deltas gathered into one text.delta event per window
+    # (ms; 0 = an event per delta), and the first delta of each reply sent at once.
+    "DELTA_BATCH_MS": float(env_str("HERMES_DELTA_BATCH_MS", "50")),
+    "FIRST_DELTA_FLUSH": env_bool("HERMES_FIRST_DELTA_FLUSH", True),
+    # The GIL switch interval of every process (ms; sessions/events.py switch_interval_apply:
+    # socket-waiting threads get the GIL back sooner from busy turn threads; 0 = Python's 5).
+    "SWITCH_INTERVAL_MS": float(env_str("HERMES_SWITCH_INTERVAL_MS", "1")),
     # Seconds before the first retry of a retryable provider error (doubling, capped).
     "RETRY_BASE_DELAY": float(env_str("HERMES_RETRY_BASE_DELAY", "1.0")),
     # Seconds a turn waits in all for a provider that keeps answering "rate limited" or

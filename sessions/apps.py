@@ -19,6 +19,10 @@ class SessionsConfig(AppConfig):
 
         freeze_bypass(settings.HERMES["YOLO"])
 
+        from sessions.events import switch_interval_apply
+
+        switch_interval_apply(settings.HERMES.get("SWITCH_INTERVAL_MS", 0))
+
         import sessions.signals  # noqa: F401  (connects the socket-closing receivers)
         import sessions.tasks  # noqa: F401  (registers the turn resumer, sessions/waits.py)
         import sessions.delegation  # noqa: F401  (the AWAITING_CHILDREN wait, child ends)

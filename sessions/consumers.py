@@ -348,7 +348,10 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         if event["seq"] > self.sent_seq + 1:
             await self.send_from_db(self.sent_seq)
             return
-        await self.send_frame(event)
+        if event["type"] in PLAIN_EVENTS:  # most live frames (text.delta): no rendering
+            await self.send(text_data=json.dumps(event))
+        else:
+            await self.send_frame(event)
         self.sent_seq = event["seq"]
 
     async def send_frame(self, event: dict) -> None:
@@ -390,8 +393,23 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
 
     async def dispatch(self, message: dict) -> None:
         """Ignore group messages of types this consumer does not handle (other apps may
-        publish to the user group) instead of crashing the socket."""
-        handler_name = message.get("type", "").replace(".", "_")
+        publish to the user group) instead of crashing the socket.
+
+        The live tail (run.event, run.events) is handled here directly: channels' dispatch
+        first awaits aclose_old_connections(), a hop through the ONE thread-sensitive
+        worker thread for every channel message, shared with every socket's database calls
+        (a fifth of daphne's time and a queue in front of every frame with 20-100 sessions
+        streaming: benchmarks/bench_stream.py --profile). These handlers touch the database
+        only through database_sync_to_async, which closes stale connections in its own
+        thread."""
+        kind = message.get("type", "")
+        if kind == "run.event":
+            await self.run_event(message)
+            return
+        if kind == "run.events":
+            await self.run_events(message)
+            return
+        handler_name = kind.replace(".", "_")
         if not handler_name.startswith("websocket_") and not hasattr(self, handler_name):
             log.debug("ignoring channel message of type %r", message.get("type"))
             return

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import threading
 import time
 from collections import deque
@@ -179,6 +180,21 @@ _SEQ_SQL = _seq_sql()
 _INSERT_SQL = _insert_sql()
 
 
+def switch_interval_apply(milliseconds: float) -> None:
+    """Set this process's GIL switch interval (``sys.setswitchinterval``; ms, > 0; 0 or less
+    keeps Python's 5 ms). Called at app start (sessions/apps.py) from HERMES
+    ["SWITCH_INTERVAL_MS"].
+
+    Why: a worker runs 20-100 turn threads that hold the GIL for their SSE parsing and row
+    building, and every event passes through threads that only wait on sockets (the
+    INSERT's reply, this module's publisher, daphne's loop and its database threads). Each
+    time such a thread wakes it waits for the GIL up to one switch interval, several times
+    per event; at 5 ms that was most of the stream's tail. 1 ms halved the 20-session p95
+    (benchmarks/bench_stream.py, runs in docs/performance-stream.md)."""
+    if milliseconds > 0:
+        sys.setswitchinterval(milliseconds / 1000)
+
+
 _socket_loop: asyncio.AbstractEventLoop | None = None
 """The event loop serving websockets in this process (set by the consumer on connect)."""
 
@@ -226,19 +242,25 @@ class _Publisher:
     Why not async_to_sync per event: each call runs a fresh event loop, and channels-redis
     keeps its connection pool per loop, so every event opened a new Redis connection.
 
-    Why a lane per group: channels-redis spends four Redis round trips on one group_send,
-    and in a worker whose 20 threads hold the GIL each round trip also waits for the GIL
-    (up to the 5 ms switch interval). Sent one at a time for the whole process, 20 sessions
-    streaming (about 400 events/s) built a backlog of seconds (benchmarks/bench_stream.py).
-    Each group now has its own lane: groups are sent concurrently, a group's events stay in
-    commit order, and events that queued up behind a slow send leave together as one
-    "run.events" message (sessions/consumers.py handles both kinds). The caller never waits
-    on Redis: the event is already stored and replayable.
+    Why one batch per wake-up: channels-redis's pub/sub layer sends each group_send as its
+    own PUBLISH under one lock per shard, so a process's events left one round trip at a
+    time, and each round trip also waited for the GIL held by the worker's 20-100 threads
+    (benchmarks/bench_stream.py: the delivery tail). Now whatever queued since the last send
+    leaves as ONE pipelined round trip (``_redis_sender``): per group, consecutive events
+    merge into one "run.events" message (sessions/consumers.py handles both kinds), groups
+    in one pipeline, a group's events in commit order. A caller only appends to a queue
+    (``submit``); the loop is woken once per batch, not once per event. The caller never
+    waits on Redis: the event is already stored and replayable.
     """
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
-        self.lanes: dict[str, deque] = {}
+        self._queue: deque = deque()
+        self._lock = threading.Lock()
+        self._woken = False
+        """True from the first submit of a batch until the drain finds the queue empty:
+        later submits only append (the drain will see them)."""
+        self._senders: dict[int, tuple[object, object]] = {}
         ready = threading.Event()
         threading.Thread(target=self._run, args=(ready,), name="hermes-event-publisher",
                          daemon=True).start()
@@ -251,25 +273,99 @@ class _Publisher:
 
     def submit(self, layer, group: str, message: dict) -> None:
         """Queue ``message`` for ``group`` (any thread; returns at once)."""
-        self.loop.call_soon_threadsafe(self._enqueue, layer, group, message)
+        with self._lock:
+            self._queue.append((layer, group, message))
+            if self._woken:
+                return
+            self._woken = True
+        self.loop.call_soon_threadsafe(self.loop.create_task, self._drain())
 
-    def _enqueue(self, layer, group: str, message: dict) -> None:
-        lane = self.lanes.get(group)
-        if lane is None:
-            lane = self.lanes[group] = deque()
-            self.loop.create_task(self._drain(layer, group, lane))
-        lane.append(message)
+    async def _drain(self) -> None:
+        """Send batches until the queue is empty (the emptiness check and the reset of
+        ``_woken`` happen under the lock, so nothing submitted meanwhile is stranded)."""
+        while True:
+            with self._lock:
+                if not self._queue:
+                    self._woken = False
+                    return
+                batch = list(self._queue)
+                self._queue.clear()
+            by_layer: dict[int, tuple[object, list]] = {}
+            for layer, group, message in batch:
+                by_layer.setdefault(id(layer), (layer, []))[1].append((group, message))
+            for layer, items in by_layer.values():
+                try:
+                    await self._sender(layer)(layer, _coalesce_batch(items))
+                except BaseException as exc:  # stored already; a socket replays it
+                    log.exception("publishing %d messages failed", len(items))
+                    if not isinstance(exc, Exception):  # cancelled: let the next submit wake
+                        with self._lock:
+                            self._woken = False
+                        raise
 
-    async def _drain(self, layer, group: str, lane: deque) -> None:
-        """Send the lane's messages in order until it is empty, then retire the lane (same
-        loop, no await between the emptiness check and the removal, so nothing is dropped)."""
+    def _sender(self, layer):
+        """The send function for ``layer``, chosen once per layer object (kept with it, so
+        a new layer at a recycled id() never inherits another layer's sender)."""
+        known = self._senders.get(id(layer))
+        if known is None or known[0] is not layer:
+            known = self._senders[id(layer)] = (layer, _redis_sender(layer) or _one_by_one)
+        return known[1]
+
+
+async def _one_by_one(layer, items: list[tuple[str, dict]]) -> None:
+    """Any channel layer: one group_send per message, in order."""
+    for group, message in items:
+        try:
+            await layer.group_send(group, message)
+        except Exception:
+            log.exception("publishing to %s failed", group)
+
+
+def _redis_sender(layer):
+    """For channels-redis's pub/sub layer: a sender that PUBLISHes a whole batch in ONE
+    pipelined round trip per shard (the layer's own channel names, shards, serializer and
+    connection), or None for any other layer or a channels-redis whose internals differ
+    (then each message goes through group_send; tests/sessions/test_publish.py notices)."""
+    loop_layer = getattr(layer, "_get_layer", None)
+    if loop_layer is None or not hasattr(layer, "serialize"):
+        return None
+    try:
+        loop_layer = layer._get_layer()  # this loop's layer (the publisher's loop)
+        name_of = loop_layer._get_group_channel_name
+        shard_of = loop_layer._get_shard
+        shard_of(name_of("probe"))._ensure_redis
+    except AttributeError:
+        return None
+
+    async def send(layer, items: list[tuple[str, dict]]) -> None:
+        pipelines: dict[int, tuple[object, list]] = {}
+        for group, message in items:
+            channel = name_of(group)
+            shard = shard_of(channel)
+            pipelines.setdefault(id(shard), (shard, []))[1].append(
+                (channel, layer.serialize(message)))
+        for shard, publishes in pipelines.values():
+            shard._ensure_redis()
+            pipe = shard._redis.pipeline(transaction=False)
+            for channel, data in publishes:
+                pipe.publish(channel, data)
+            await pipe.execute()
+
+    return send
+
+
+def _coalesce_batch(items: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
+    """The messages of one batch, per group in order, consecutive run.event messages of a
+    group merged into ``{"type": "run.events", "events": [...]}`` (at most MAX_BATCH_EVENTS
+    each); other kinds (force.close, session.check, ...) stay as they are, in place."""
+    lanes: dict[str, deque] = {}
+    for group, message in items:
+        lanes.setdefault(group, deque()).append(message)
+    out = []
+    for group, lane in lanes.items():
         while lane:
-            message = _coalesce(lane)
-            try:
-                await layer.group_send(group, message)
-            except Exception:  # stored already; a reconnecting socket replays it
-                log.exception("publishing to %s failed", group)
-        del self.lanes[group]
+            out.append((group, _coalesce(lane)))
+    return out
 
 
 def _coalesce(lane: deque) -> dict:

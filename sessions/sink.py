@@ -3,7 +3,10 @@
 Every message is stored in a transaction that re-validates the turn lease, then announced as
 an event (written, then published after commit). Text deltas are batched about every 50 ms so
 a fast stream does not become one row per token; the batch is flushed before any other event
-so the order on the wire is the order things happened.
+so the order on the wire is the order things happened. The first delta of each reply is sent
+at once and opens the first window (HERMES["FIRST_DELTA_FLUSH"]): the reader sees the reply
+start one window earlier, for one event per reply more than batching that delta too
+(benchmarks/bench_stream.py prints both).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import threading
 import time
 from decimal import Decimal
 
+from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
@@ -28,7 +32,8 @@ from sessions.steer import steers_land, steers_waiting
 from sessions.transcript import _insert, message_to_agent, message_to_display
 
 DELTA_BATCH_SECONDS = 0.05
-"""How long text deltas are gathered into one text.delta event (issue 2: about 50 ms)."""
+"""How long text deltas are gathered into one text.delta event (issue 2: about 50 ms); the
+default of HERMES["DELTA_BATCH_MS"]."""
 STOP_CHECK_SECONDS = 0.25
 """How often the stop flag is read from the database while streaming."""
 
@@ -67,6 +72,11 @@ class DbSink:
         self.owner = owner
         self._buffer: list[str] = []
         self._last_flush = time.monotonic()
+        hermes = settings.HERMES
+        self._window = float(hermes.get("DELTA_BATCH_MS", DELTA_BATCH_SECONDS * 1000)) / 1000
+        self._first_flush = bool(hermes.get("FIRST_DELTA_FLUSH", True))
+        self._reply_open = False
+        """A delta of the current reply was seen (reset when anything else is announced)."""
         self._last_stop_check = 0.0
         self._stop = False
         self._lock = threading.Lock()
@@ -81,7 +91,7 @@ class DbSink:
     # --- EventSink -----------------------------------------------------------------------
     def message_added(self, message: AgentMessage, *, kind: str = "") -> AgentMessage:
         """Store ``message`` and announce it; returns it with its row id. Raises LeaseLost."""
-        self.flush()
+        self._reply_end()
         with transaction.atomic():
             lease_validate(session=self.session, owner=self.owner)
             row = self._store(message, kind)
@@ -90,7 +100,7 @@ class DbSink:
     def messages_added(self, messages: list[AgentMessage]) -> list[AgentMessage]:
         """Store a batch (a tool call batch's results) in ONE transaction under the lease,
         then announce each (B02, B05: a crash keeps all of them or none). Raises LeaseLost."""
-        self.flush()
+        self._reply_end()
         with transaction.atomic():
             lease_validate(session=self.session, owner=self.owner)
             rows = [self._store(m) for m in messages]
@@ -114,13 +124,30 @@ class DbSink:
         return row
 
     def text_delta(self, text: str) -> None:
+        """Gather ``text`` (one streamed piece of a reply); write the batch when the window
+        (HERMES["DELTA_BATCH_MS"]) since the last write has passed, checked as deltas
+        arrive. The first delta of a reply is written at once when HERMES
+        ["FIRST_DELTA_FLUSH"] is on; off, the first window starts at that delta."""
         if not text:
             return
+        now = time.monotonic()
         with self._lock:
             self._buffer.append(text)
-            due = time.monotonic() - self._last_flush >= DELTA_BATCH_SECONDS
+            if not self._reply_open:
+                self._reply_open = True
+                if not self._first_flush:
+                    self._last_flush = now  # the reply's first window starts here
+                due = self._first_flush or self._window <= 0
+            else:
+                due = now - self._last_flush >= self._window
         if due:
             self.flush()
+
+    def _reply_end(self) -> None:
+        """Something other than text is announced: write the gathered text first, and let
+        the next delta open a new reply."""
+        self.flush()
+        self._reply_open = False
 
     def flush(self) -> None:
         """Write the gathered text deltas as one text.delta event (no-op when empty)."""
@@ -136,7 +163,7 @@ class DbSink:
         """Announce that ``call`` starts now, under the lease: a worker whose lease expired
         (and whose turn another worker resumed) cannot start a call the other will run too.
         Raises LeaseLost."""
-        self.flush()
+        self._reply_end()
         with transaction.atomic():
             lease_validate(session=self.session, owner=self.owner)
             self._calls[call.id] = call.to_dict()
@@ -155,7 +182,7 @@ class DbSink:
         """One UsageRecord per provider call (four disjoint buckets + raw), priced now
         (accounts/pricing.py) and written in ONE transaction with the settlement of the
         call's budget reservation; then a usage event carrying the dollars."""
-        self.flush()
+        self._reply_end()
         self.usage_total["calls"] += 1
         estimated = usage is None
         if usage is None:  # never let spend silently drop a call (B28): estimate, flagged
@@ -211,7 +238,7 @@ class DbSink:
 
     def steer_land(self, build) -> list[AgentMessage]:
         """Land the waiting corrections: see sessions/steer.py steers_land. Raises LeaseLost."""
-        self.flush()
+        self._reply_end()
         return steers_land(session=self.session, turn=self.turn, owner=self.owner,
                            build=build, store=self._store)
 

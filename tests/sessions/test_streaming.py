@@ -1,0 +1,124 @@
+"""Text deltas through a real turn: the simulator streams over HTTP, a real Celery worker
+(thread pool, in-memory broker) runs the turn that a websocket "message" frame started, and
+the frames the socket receives are checked against the stored events and messages.
+
+What is pinned: the first delta of each reply is written (and reaches the socket) on its own,
+at once, when HERMES["FIRST_DELTA_FLUSH"] is on; batched with the rest when off; and the
+flush costs exactly one text.delta write per reply (a 10 s window makes the batching
+deterministic: without the flush a reply is one text.delta, with it two). The deltas of a
+reply add up to its stored message either way. The timing figures (what the flush buys in
+time to first token, what the window costs) belong to benchmarks/bench_stream.py."""
+
+from __future__ import annotations
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.testing import WebsocketCommunicator
+
+from simulator.script import Reply, Script, ToolCallSpec
+from sessions.models import Message, RunEvent, Turn
+from sessions.services import session_create
+from tests.sessions.test_consumers import APPS, ORIGIN, application, cookie_for
+
+pytestmark = pytest.mark.django_db(transaction=True, available_apps=APPS)
+
+FIRST_REPLY = "alpha beta gamma delta epsilon zeta"
+SECOND_REPLY = "eta theta iota kappa lambda"
+
+
+@pytest.fixture(autouse=True)
+def memory_layer(settings):
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    settings.ALLOWED_HOSTS = ["127.0.0.1", "localhost", "testserver"]
+
+
+@pytest.fixture
+def alice(make_user, hermes_settings, simulator):
+    hermes_settings.HERMES = {**hermes_settings.HERMES, "BACKEND": "local"}
+
+    def policy(request):
+        if request.tool_results:
+            return Reply(text=SECOND_REPLY, token_delay=0.01)
+        return Reply(text=FIRST_REPLY, token_delay=0.01, tool_calls=(
+            ToolCallSpec(name="read_file", input={"path": "README.md"}),))
+
+    simulator.state.script = Script(policy)
+    return make_user("alice", team="blue")
+
+
+def stream_a_turn(client, settings, user, *, window_ms: float, first_flush: bool
+                  ) -> tuple[list[dict], object]:
+    """Send a message over the socket (as the browser does), let the worker run the turn,
+    and return every frame the socket received up to turn.finished, and the session."""
+    settings.HERMES = {**settings.HERMES, "DELTA_BATCH_MS": window_ms,
+                       "FIRST_DELTA_FLUSH": first_flush}
+    session = session_create(user=user, title="streaming")
+    cookie = cookie_for(client, user)
+
+    async def scenario() -> list[dict]:
+        ws = WebsocketCommunicator(application(), f"/ws/sessions/{session.pk}/",
+                                   headers=[ORIGIN, (b"cookie", cookie)])
+        assert (await ws.connect())[0]
+        await ws.send_json_to({"type": "hello", "last_seq": 0})
+        await ws.send_json_to({"type": "message", "text": "read the README, then answer"})
+        frames: list[dict] = []
+        while not frames or frames[-1].get("type") not in (
+                "turn.finished", "turn.failed", "turn.cancelled"):
+            frames.append(await ws.receive_json_from(timeout=30))
+        await ws.disconnect()
+        return frames
+
+    return async_to_sync(scenario)(), session
+
+
+def replies(frames: list[dict]) -> list[list[str]]:
+    """The text.delta texts of each reply, in order (a reply ends at any other frame)."""
+    out: list[list[str]] = []
+    current: list[str] = []
+    for frame in frames:
+        if frame["type"] == "text.delta":
+            current.append(frame["payload"]["text"])
+        elif current:
+            out.append(current)
+            current = []
+    return out + ([current] if current else [])
+
+
+def check_turn(frames: list[dict], session) -> list[list[str]]:
+    """The turn completed, every stored event reached the socket once in seq order, and
+    each reply's deltas add up to its stored assistant message."""
+    assert Turn.objects.get(session=session).status == Turn.Status.COMPLETED
+    stored = list(RunEvent.objects.filter(session=session).order_by("seq")
+                  .values_list("seq", "type"))
+    assert [(f["seq"], f["type"]) for f in frames if "seq" in f] == stored
+    texts = list(Message.objects.filter(session=session, role="assistant").order_by("id")
+                 .values_list("content", flat=True))
+    assert texts == [FIRST_REPLY, SECOND_REPLY]
+    streamed = replies(frames)
+    assert ["".join(r) for r in streamed] == texts
+    return streamed
+
+
+def test_the_first_delta_of_each_reply_reaches_the_socket_alone_and_at_once(
+        client, settings, alice, worker):
+    frames, session = stream_a_turn(client, settings, alice, window_ms=10_000,
+                                    first_flush=True)
+    streamed = check_turn(frames, session)
+    # The first word of each reply went out alone, before the rest of the reply existed;
+    # the 10 s window then gathered the rest into one write: two events per reply.
+    assert streamed == [["alpha", FIRST_REPLY[len("alpha"):]],
+                        ["eta", SECOND_REPLY[len("eta"):]]]
+
+
+def test_without_the_flush_the_first_delta_waits_for_the_batch(client, settings, alice, worker):
+    frames, session = stream_a_turn(client, settings, alice, window_ms=10_000,
+                                    first_flush=False)
+    streamed = check_turn(frames, session)
+    # One write per reply: the flush above costs exactly one text.delta per reply.
+    assert streamed == [[FIRST_REPLY], [SECOND_REPLY]]
+
+
+def test_window_zero_writes_every_delta_and_loses_nothing(client, settings, alice, worker):
+    frames, session = stream_a_turn(client, settings, alice, window_ms=0, first_flush=True)
+    streamed = check_turn(frames, session)
+    assert [len(r) for r in streamed] == [len(FIRST_REPLY.split()), len(SECOND_REPLY.split())]
