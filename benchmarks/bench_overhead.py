@@ -298,6 +298,13 @@ def instrument() -> None:
     sink.DbSink.message_added = _timed("sink.message_added (row + event)",
                                        sink.DbSink.message_added)
     sink.DbSink.usage_recorded = _timed("sink.usage_recorded", sink.DbSink.usage_recorded)
+    if hasattr(sink.DbSink, "reply_added"):
+        sink.DbSink.reply_added = _timed("sink.reply_added (usage + row + event)",
+                                         sink.DbSink.reply_added)
+    sink.DbSink.tool_called = _timed("sink.tool_called", sink.DbSink.tool_called)
+    sink.DbSink.tool_finished = _timed("sink.tool_finished (ledger)", sink.DbSink.tool_finished)
+    sink.DbSink.messages_added = _timed("sink.messages_added (results)",
+                                        sink.DbSink.messages_added)
     sink.DbSink.text_delta = _timed("sink.text_delta (in stream)", sink.DbSink.text_delta)
     sink.DbSink.should_stop = _timed("sink.should_stop", sink.DbSink.should_stop)
     events_append = _timed("event_append (all)", sessions.events.event_append)
@@ -324,6 +331,9 @@ def _statement_kind(sql: str) -> str:
     return head
 
 
+WRITES = {"INSERT", "UPDATE", "DELETE", "WITH..INSERT", "WITH..UPDATE"}
+
+
 def _count_statements() -> None:
     """Count every statement and COMMIT of every database connection, per iteration."""
     from django.db import connections
@@ -331,7 +341,13 @@ def _count_statements() -> None:
     from django.db.backends.signals import connection_created
 
     def wrapper(execute, sql, params, many, context):
-        REC.statements[REC.iteration()][_statement_kind(sql)] += 1
+        kind = _statement_kind(sql)
+        counts = REC.statements[REC.iteration()]
+        counts[kind] += 1
+        if kind in WRITES and not context["connection"].in_atomic_block:
+            counts["autocommit write"] += 1  # its own transaction: one commit
+        if "synchronous_commit" in sql:
+            counts["relaxed commit"] += 1
         return execute(sql, params, many, context)
 
     def attach(connection, **kwargs):
@@ -577,16 +593,32 @@ def run(args, bench, sim) -> int:
                 ("component", *(f"{k} {s}" for k in kinds for s in ("mean", "p95"))),
                 kind_rows)
     count_rows = []
-    for name in [*counts, "# all"]:
+    for name in [*(c for c in counts if c not in ("#autocommit write", "#relaxed commit")),
+                 "# all"]:
         row = [name[1:].strip() + " statements" if name != "# all" else "all statements"]
         for kind in (*kinds, None):
-            values = [sum(v for k, v in comps.items() if k.startswith("#"))
+            values = [sum(v for k, v in comps.items() if k.startswith("#")
+                          and k not in ("#autocommit write", "#relaxed commit"))
                       if name == "# all" else comps.get(name, 0.0)
                       for k, _, comps in iterations if kind is None or k == kind]
             row.append(sum(values) / len(values) if values else float("nan"))
         count_rows.append(tuple(row))
+    commit_rows = []
+    for label, fn in (
+            ("commits (COMMIT + autocommit writes)",
+             lambda c: c.get("#COMMIT", 0) + c.get("#autocommit write", 0)),
+            ("  of which relaxed (no WAL flush wait)", lambda c: c.get("#relaxed commit", 0)),
+            ("  waiting for the disk (~ one floor each)",
+             lambda c: c.get("#COMMIT", 0) + c.get("#autocommit write", 0)
+             - c.get("#relaxed commit", 0))):
+        row = [label]
+        for kind in (*kinds, None):
+            values = [fn(comps) for k, _, comps in iterations if kind is None or k == kind]
+            row.append(sum(values) / len(values) if values else float("nan"))
+        commit_rows.append(tuple(row))
     print_table("SQL statements per iteration (mean count; COMMIT counted, BEGIN implied)",
                 ("statement", *kinds, "all"), count_rows)
+    print_table("Commits per iteration (mean)", ("commits", *kinds, "all"), commit_rows)
 
     p95, p50 = percentile(overhead, 95), percentile(overhead, 50)
     ratio = p95 / floor_p95

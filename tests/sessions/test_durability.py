@@ -341,20 +341,19 @@ def test_b02_b05_a_crash_while_storing_a_batch_keeps_all_of_its_results_or_none(
     simulator.state.script = Script(policy)
     session = session_create(user=alice)
     turn = turn_start(session=session, user=alice, text="go")
-    import sessions.sink as sink_module
+    import sessions.writes as writes_module
 
-    real_insert = sink_module._insert
+    real_insert = writes_module._insert_rows
     inserted: list = []
 
-    def insert_then_die(**kwargs):
-        if kwargs["message"].role == "tool" and inserted:
+    def insert_then_die(rows):
+        rows = real_insert(rows)
+        if any(row.role == "tool" for row in rows):  # the batch's rows are in, uncommitted
+            inserted.extend(row.pk for row in rows)
             raise Killed()
-        row = real_insert(**kwargs)
-        if row.role == "tool":
-            inserted.append(row.pk)
-        return row
+        return rows
 
-    monkeypatch.setattr(sink_module, "_insert", insert_then_die)
+    monkeypatch.setattr(writes_module, "_insert_rows", insert_then_die)
     with pytest.raises(Killed):
         turn_run_task.apply(args=[session.pk], throw=True)
     monkeypatch.undo()
