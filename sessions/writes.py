@@ -18,7 +18,8 @@ renewal before the next request; it is one here.
    the session row, in that order (the order lease_validate locked them in).
 2. The message rows (one multi-row INSERT) and the events (one multi-row INSERT), seqs in
    the order given: lease-free events, then the messages' events, then guarded events.
-3. ``before_commit(lease_ok)`` (the usage row and the settlement of its reservation).
+   (``before_commit(lease_ok)`` runs just before them: the usage row and the settlement of
+   its reservation.)
 
 Events are published after the commit (sessions/events.py::event_publish_on_commit), in seq
 order. When the lease is not ours the guarded part (messages, guarded events, columns) is
@@ -112,9 +113,11 @@ def transcript_write(*, session: Session, owner: str | None, turn_id: int | None
             if last is None:
                 raise Session.DoesNotExist(f"no session {session.pk}")
             entries, events = [], []
-        written = _insert(session, turn_id, now, last, free_events, entries, events)
         if before_commit is not None:
             before_commit(lease_ok)
+        # The events last: the shortest hold of the events table's lock before the commit
+        # (readers of an in-memory SQLite database with a shared cache fail on it at once).
+        written = _insert(session, turn_id, now, last, free_events, entries, events)
         for event in written.events:
             event_publish_on_commit(event)
     if guarded and not lease_ok:
