@@ -65,6 +65,12 @@ class EventSink(Protocol):
         """One provider call finished (usage None when the provider sent none)."""
         ...
 
+    def reply_added(self, message: Message, *, kind: str = "", usage: Usage | None,
+                    request: ModelRequest, response: ModelResponse) -> Message:
+        """A provider call's reply: ``usage_recorded`` and ``message_added`` in ONE write
+        (the usage is kept even when the lease is lost); returns the message with id."""
+        ...
+
     def should_stop(self) -> bool:
         """True when the user asked to stop the turn (checked between chunks and tools)."""
         ...

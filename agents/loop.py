@@ -97,9 +97,10 @@ def run_turn(history: list[Message], *, harness: Harness, sink: EventSink,
             continue
         errors.succeeded()
         harness.observe(request, response)
-        sink.usage_recorded(response.usage, request, response)
         refused = response.stop_reason == "refusal"  # final; shown as one, billed once (B27)
-        message = sink.message_added(response.message, kind=REFUSAL_KIND if refused else "")
+        # One write for the usage row and the reply (the usage is kept if the lease is lost).
+        message = sink.reply_added(response.message, kind=REFUSAL_KIND if refused else "",
+                                   usage=response.usage, request=request, response=response)
         history.append(message)
         if refused or not message.tool_calls:
             return TurnResult(status="refused" if refused else "completed", free=budget.free,
@@ -141,8 +142,8 @@ def _finalize(history: list[Message], *, harness: Harness, sink: EventSink,
     response = harness.transport.complete(request, on_text=sink.text_delta,
                                           should_stop=sink.should_stop)
     harness.observe(request, response)
-    sink.usage_recorded(response.usage, request, response)
     # A model that still emits tool calls without tools gets them dropped: nothing can run.
-    message = sink.message_added(replace(response.message, tool_calls=()))
+    message = sink.reply_added(replace(response.message, tool_calls=()), usage=response.usage,
+                               request=request, response=response)
     return TurnResult(status="budget_exhausted", text=message.content,
                       iterations=calls_made + 1, history=(*history, message))

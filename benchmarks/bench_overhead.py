@@ -19,9 +19,23 @@ the SDK's client-side work; everything else counts. A breakdown by component is 
 garbage-collection pauses outside the model call by generation. The in-process simulator's
 request log is cleared after each turn so its heap does not slow the harness's collections.
 
+The floor (issue 15 target 1): right before the harness runs, the benchmark times the
+writes an iteration cannot avoid, on the same database with psycopg and no Django: one
+INSERT of a message row together with its RunEvent (one statement: a CTE, the event's
+payload carrying the new row's id) and one COMMIT, ``--floor-samples`` times, for a
+separate session so the measured one is untouched. Round trips: BEGIN (psycopg opens the
+transaction), the INSERT, COMMIT. The verdict divides the harness's p95 by the floor's p95
+(tail against tail, both taken under the same load); p50/p50 is printed beside it. On
+SQLite the floor is the same two rows and COMMIT through the sqlite3 module.
+
+Statements: every SQL statement and COMMIT the harness sends from any thread is counted
+per iteration (from Django's execute wrappers and the connection's commit), so the number
+of round trips is visible independently of how loaded the machine is.
+
 Run: ``python benchmarks/bench_overhead.py`` (``make bench``); PostgreSQL when DATABASE_URL
-is set (database hermes_bench_overhead, dropped afterwards), else SQLite in a temporary
-directory. Exits 0 even when the target is missed (prints FAIL).
+is set (database hermes_bench_overhead, or hermes_bench_overhead_<HERMES_BENCH_DB_SUFFIX>,
+dropped afterwards), else SQLite in a temporary directory. Exits 0 even when a target is
+missed (prints FAIL).
 """
 
 from __future__ import annotations
@@ -30,6 +44,7 @@ import argparse
 import functools
 import gc
 import json
+import os
 import random
 import sys
 import time
@@ -43,6 +58,9 @@ from benchmarks.common import (django_boot, percentile, prepare_environment,  # 
                                print_table, verdict)
 
 TARGET_P95_MS = 20.0
+TARGET_FLOOR_RATIO = 3.0
+"""Issue 15 target 1: overhead p95 under 3x the floor's p95 measured in the same run."""
+FLOOR_SAMPLES = 300
 SESSION_MESSAGES = 2000
 TOOL_ITERATIONS_PER_TURN = 3
 """Model calls with tool calls per benchmark turn; +1 final text call = 4 iterations."""
@@ -204,6 +222,8 @@ class Recorder:
     callback_in_call: float = 0.0
     components: dict[int, dict[str, float]] = field(
         default_factory=lambda: defaultdict(lambda: defaultdict(float)))
+    statements: dict[int, dict[str, int]] = field(
+        default_factory=lambda: defaultdict(lambda: defaultdict(int)))
 
     def iteration(self) -> int:
         return max(1, len(self.iteration_starts))
@@ -278,6 +298,13 @@ def instrument() -> None:
     sink.DbSink.message_added = _timed("sink.message_added (row + event)",
                                        sink.DbSink.message_added)
     sink.DbSink.usage_recorded = _timed("sink.usage_recorded", sink.DbSink.usage_recorded)
+    if hasattr(sink.DbSink, "reply_added"):
+        sink.DbSink.reply_added = _timed("sink.reply_added (usage + row + event)",
+                                         sink.DbSink.reply_added)
+    sink.DbSink.tool_called = _timed("sink.tool_called", sink.DbSink.tool_called)
+    sink.DbSink.tool_finished = _timed("sink.tool_finished (ledger)", sink.DbSink.tool_finished)
+    sink.DbSink.messages_added = _timed("sink.messages_added (results)",
+                                        sink.DbSink.messages_added)
     sink.DbSink.text_delta = _timed("sink.text_delta (in stream)", sink.DbSink.text_delta)
     sink.DbSink.should_stop = _timed("sink.should_stop", sink.DbSink.should_stop)
     events_append = _timed("event_append (all)", sessions.events.event_append)
@@ -290,6 +317,122 @@ def instrument() -> None:
     loads = _timed("history_load", sessions.transcript.history_load)
     runner.history_load = loads
     gc.callbacks.append(_gc_timer())
+    _count_statements()
+
+
+def _statement_kind(sql: str) -> str:
+    head = sql.lstrip().split(None, 1)[0].upper() if sql.strip() else "?"
+    if head == "WITH":  # a CTE: name it by what it finally does
+        tail = sql.upper()
+        head = ("WITH..INSERT" if "INSERT INTO" in tail else
+                "WITH..UPDATE" if "UPDATE" in tail else "WITH..SELECT")
+    if head == "SELECT" and "FOR UPDATE" in sql.upper():
+        head = "SELECT FOR UPDATE"
+    return head
+
+
+WRITES = {"INSERT", "UPDATE", "DELETE", "WITH..INSERT", "WITH..UPDATE"}
+
+
+def _count_statements() -> None:
+    """Count every statement and COMMIT of every database connection, per iteration."""
+    from django.db import connections
+    from django.db.backends.base.base import BaseDatabaseWrapper
+    from django.db.backends.signals import connection_created
+
+    def wrapper(execute, sql, params, many, context):
+        kind = _statement_kind(sql)
+        counts = REC.statements[REC.iteration()]
+        counts[kind] += 1
+        if kind in WRITES and not context["connection"].in_atomic_block:
+            counts["autocommit write"] += 1  # its own transaction: one commit
+        if "synchronous_commit" in sql:
+            counts["relaxed commit"] += 1
+        return execute(sql, params, many, context)
+
+    def attach(connection, **kwargs):
+        if wrapper not in connection.execute_wrappers:
+            connection.execute_wrappers.append(wrapper)
+
+    connection_created.connect(attach, weak=False)
+    for conn in connections.all(initialized_only=True):
+        attach(conn)
+    commit = BaseDatabaseWrapper._commit
+
+    def counted_commit(self):
+        REC.statements[REC.iteration()]["COMMIT"] += 1
+        return commit(self)
+
+    BaseDatabaseWrapper._commit = counted_commit
+
+
+# --- the floor ------------------------------------------------------------------------------------
+def floor_writes(*, session_id: int, samples: int) -> list[float]:
+    """Milliseconds of each of ``samples`` floor writes (see the module docstring): one
+    message row + its event in one INSERT, then COMMIT, on the benchmark's database, with
+    psycopg (PostgreSQL) or sqlite3 (SQLite) and no Django in the timed path."""
+    from django.db import connection
+    from django.utils import timezone
+
+    from sessions.models import Message, RunEvent
+
+    call = {"id": "toolu_floor", "name": "read_file",
+            "arguments": json.dumps({"path": "module.py", "limit": 80})}
+    content = "Now the module and a search for its callers."
+    display = {"id": 0, "role": "assistant", "content": content, "kind": "",
+               "tool_calls": [call], "tool_call_id": "", "tool_name": "", "is_error": False,
+               "tool_meta": {}, "active": True, "compacted": False, "has_sidecar": False}
+    msg, ev = Message._meta, RunEvent._meta
+    mcol = {f.name: f.column for f in msg.concrete_fields}
+    ecol = {f.name: f.column for f in ev.concrete_fields}
+    names = ("session", "role", "content", "tool_calls", "tool_call_id", "tool_name",
+             "is_error", "tool_meta", "reasoning", "stable_prefix_chars", "kind", "active",
+             "compacted", "created_at")
+    columns = ", ".join(f'"{mcol[n]}"' for n in names)
+    ecolumns = ", ".join(f'"{ecol[n]}"' for n in ("session", "seq", "type", "payload",
+                                                  "created_at"))
+    times: list[float] = []
+    if connection.vendor == "postgresql":
+        import psycopg
+
+        pk = f'"{msg.pk.column}"'
+
+        sql = (f'WITH m AS (INSERT INTO "{msg.db_table}" ({columns}) VALUES '
+               f'(%s, %s, %s, %s::jsonb, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s) '
+               f'RETURNING "{msg.pk.column}") '
+               f'INSERT INTO "{ev.db_table}" ({ecolumns}) SELECT %s, %s, %s, '
+               f"jsonb_set(%s::jsonb, '{{message,id}}', to_jsonb(m.{pk})), %s "
+               f'FROM m RETURNING "{ev.pk.column}"')
+        with psycopg.connect(os.environ["DATABASE_URL"]) as conn:
+            for seq in range(1, samples + 1):
+                now = timezone.now()
+                start = time.perf_counter()
+                conn.execute(sql, [session_id, "assistant", content, json.dumps([call]), "",
+                                   "", False, "{}", "", 0, "", True, False, now,
+                                   session_id, seq, "message.added",
+                                   json.dumps({"turn_id": 0, "message": display}), now])
+                conn.commit()
+                times.append((time.perf_counter() - start) * 1000)
+        return times
+    import sqlite3
+
+    marks = ", ".join("?" * len(names))
+    with sqlite3.connect(connection.settings_dict["NAME"], isolation_level=None) as conn:
+        for seq in range(1, samples + 1):
+            now = timezone.now().isoformat()
+            start = time.perf_counter()
+            conn.execute("BEGIN")
+            row_id = conn.execute(
+                f'INSERT INTO "{msg.db_table}" ({columns}) VALUES ({marks})',
+                [session_id, "assistant", content, json.dumps([call]), "", "", False, "{}",
+                 "", 0, "", True, False, now]).lastrowid
+            conn.execute(f'INSERT INTO "{ev.db_table}" ({ecolumns}) VALUES (?, ?, ?, ?, ?)',
+                         [session_id, seq, "message.added",
+                          json.dumps({"turn_id": 0, "message": {**display, "id": row_id}}),
+                          now])
+            conn.execute("COMMIT")
+            times.append((time.perf_counter() - start) * 1000)
+    return times
 
 
 def turn_iterations(rec: Recorder) -> list[tuple[str, float, dict[str, float]]]:
@@ -305,6 +448,7 @@ def turn_iterations(rec: Recorder) -> list[tuple[str, float, dict[str, float]]]:
         kind = ("only" if len(rec.calls) == 1 else "first" if i == 0
                 else "last" if i == len(rec.calls) - 1 else "middle")
         comps = {k: v * 1000 for k, v in rec.components[i + 1].items()}
+        comps.update({f"#{k}": float(n) for k, n in rec.statements[i + 1].items()})
         out.append((kind, overhead * 1000, comps))
     return out
 
@@ -314,7 +458,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--iterations", type=int, default=200)
     parser.add_argument("--messages", type=int, default=SESSION_MESSAGES)
+    parser.add_argument("--floor-samples", type=int, default=FLOOR_SAMPLES)
     parser.add_argument("--keep", action="store_true", help="keep the database afterwards")
+    parser.add_argument("--profile", metavar="FILE",
+                        help="write a cProfile of the harness loop (pstats) to FILE")
     args = parser.parse_args()
 
     from simulator import SimulatorServer
@@ -359,7 +506,19 @@ def run(args, bench, sim) -> int:
           f"{max(len(m.content) for m in live)} chars largest), ~{history_tokens} tokens "
           f"estimated; context window {CONTEXT_WINDOW}; setup {time.perf_counter() - t0:.1f} s")
 
+    floor_session = session_create(user=user, title="floor writes")
+    floor = floor_writes(session_id=floor_session.pk, samples=args.floor_samples)
+    floor_p50, floor_p95 = percentile(floor, 50), percentile(floor, 95)
+    print(f"  floor (one INSERT of a message row + its event, COMMIT; psycopg/sqlite3, "
+          f"{len(floor)} samples): p50 {floor_p50:.2f} ms, p95 {floor_p95:.2f} ms")
+
     instrument()
+    profiler = None
+    if args.profile:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
     global REC
     iterations: list[tuple[str, float, dict[str, float]]] = []
     turns = 0
@@ -391,6 +550,9 @@ def run(args, bench, sim) -> int:
         model_ms += [(e - s - cb) * 1000 for s, e, cb in REC.calls]
         turns += 1
     elapsed = time.perf_counter() - started
+    if profiler is not None:
+        profiler.disable()
+        profiler.dump_stats(args.profile)
 
     compactions = RunEvent.objects.filter(session=session, type="compaction").count()
     live_after = Message.objects.filter(session=session, active=True).count()
@@ -406,7 +568,10 @@ def run(args, bench, sim) -> int:
     print_table("Harness overhead per iteration (ms, model time excluded)",
                 ("iterations", "n", "p50", "p95", "max"), rows)
 
-    names = sorted({name for _, _, comps in iterations for name in comps})
+    names = sorted({name for _, _, comps in iterations for name in comps
+                    if not name.startswith("#")})
+    counts = sorted({name for _, _, comps in iterations for name in comps
+                     if name.startswith("#")})
     comp_rows = []
     for name in names:
         values = [comps.get(name, 0.0) for _, _, comps in iterations]
@@ -427,16 +592,53 @@ def run(args, bench, sim) -> int:
     print_table("The same by kind of iteration (ms)",
                 ("component", *(f"{k} {s}" for k in kinds for s in ("mean", "p95"))),
                 kind_rows)
+    count_rows = []
+    for name in [*(c for c in counts if c not in ("#autocommit write", "#relaxed commit")),
+                 "# all"]:
+        row = [name[1:].strip() + " statements" if name != "# all" else "all statements"]
+        for kind in (*kinds, None):
+            values = [sum(v for k, v in comps.items() if k.startswith("#")
+                          and k not in ("#autocommit write", "#relaxed commit"))
+                      if name == "# all" else comps.get(name, 0.0)
+                      for k, _, comps in iterations if kind is None or k == kind]
+            row.append(sum(values) / len(values) if values else float("nan"))
+        count_rows.append(tuple(row))
+    commit_rows = []
+    for label, fn in (
+            ("commits (COMMIT + autocommit writes)",
+             lambda c: c.get("#COMMIT", 0) + c.get("#autocommit write", 0)),
+            ("  of which relaxed (no WAL flush wait)", lambda c: c.get("#relaxed commit", 0)),
+            ("  waiting for the disk (~ one floor each)",
+             lambda c: c.get("#COMMIT", 0) + c.get("#autocommit write", 0)
+             - c.get("#relaxed commit", 0))):
+        row = [label]
+        for kind in (*kinds, None):
+            values = [fn(comps) for k, _, comps in iterations if kind is None or k == kind]
+            row.append(sum(values) / len(values) if values else float("nan"))
+        commit_rows.append(tuple(row))
+    print_table("SQL statements per iteration (mean count; COMMIT counted, BEGIN implied)",
+                ("statement", *kinds, "all"), count_rows)
+    print_table("Commits per iteration (mean)", ("commits", *kinds, "all"), commit_rows)
 
-    p95 = percentile(overhead, 95)
-    print_table("Targets (issue 2, Speed)", ("figure", "measured", "target", "verdict"), [
+    p95, p50 = percentile(overhead, 95), percentile(overhead, 50)
+    ratio = p95 / floor_p95
+    floor_ok = ratio < TARGET_FLOOR_RATIO
+    print_table("Floor (same database, right before the harness ran; ms)",
+                ("figure", "p50", "p95"), [
+                    ("floor: INSERT message + event, COMMIT", floor_p50, floor_p95),
+                    ("harness overhead per iteration", p50, p95),
+                    ("ratio overhead / floor", p50 / floor_p50, ratio)])
+    print_table("Targets (issue 15 target 1)", ("figure", "measured", "target", "verdict"), [
         ("overhead per iteration p95 (ms)", p95, "< 20", verdict(p95 < TARGET_P95_MS)),
+        ("overhead p95 / floor p95", ratio, f"< {TARGET_FLOOR_RATIO:g}", verdict(floor_ok)),
     ])
     print(f"\n  {len(iterations)} iterations in {turns} turns ({elapsed:.1f} s); live messages "
           f"{len(live)} -> {live_after}; compactions during the run: {compactions}; "
           f"turn wall p50 {percentile(turn_walls, 50):.1f} ms")
     print(f"  OVERHEAD {verdict(p95 < TARGET_P95_MS)}: p95 {p95:.2f} ms "
-          f"(p50 {percentile(overhead, 50):.2f}, max {max(overhead):.2f})")
+          f"(p50 {p50:.2f}, max {max(overhead):.2f})")
+    print(f"  FLOOR RATIO {verdict(floor_ok)}: overhead p95 {p95:.2f} ms / floor p95 "
+          f"{floor_p95:.2f} ms = {ratio:.2f}x (p50/p50 {p50 / floor_p50:.2f}x)")
     return 0
 
 

@@ -6,7 +6,9 @@ pointed at a provider simulator of their own, and the same percentile and table 
 Nothing here measures anything; the measurements and their targets live in the scripts.
 
 Environment, read here because these scripts run outside Django's settings:
-DATABASE_URL (PostgreSQL server to create ``hermes_bench_<name>`` on), REDIS_URL (services
+DATABASE_URL (PostgreSQL server to create ``hermes_bench_<name>`` on; HERMES_BENCH_DB_SUFFIX,
+when set, is appended to that name so two people benchmarking on one server never drop each
+other's database), REDIS_URL (services
 mode; the stream benchmark uses database ``HERMES_BENCH_REDIS_DB``, default 13, of that
 server so it never consumes another Celery worker's queue).
 """
@@ -75,8 +77,8 @@ def prepare_environment(name: str, *, simulator_url: str, extra: dict[str, str] 
                         use_redis: bool = False) -> BenchEnv:
     """Point Django at a fresh database and the benchmark's simulator, before django.setup().
 
-    PostgreSQL (DATABASE_URL set): database ``hermes_bench_<name>`` dropped and created on
-    that server. Otherwise SQLite (WAL, as in embedded mode) in a temporary directory. The
+    PostgreSQL (DATABASE_URL set): database ``hermes_bench_<name>`` (plus
+    ``_<HERMES_BENCH_DB_SUFFIX>`` when that is set) dropped and created on that server. Otherwise SQLite (WAL, as in embedded mode) in a temporary directory. The
     provider is forced to the simulator so no real API is ever called. ``use_redis``: keep
     REDIS_URL (on database HERMES_BENCH_REDIS_DB) for Celery and the channel layer; else it
     is removed and the in-memory broker and layer are used.
@@ -99,10 +101,14 @@ def prepare_environment(name: str, *, simulator_url: str, extra: dict[str, str] 
     database_url = os.environ.get("DATABASE_URL", "")
     if database_url:
         parts = urlsplit(database_url)
-        bench.pg_url = urlunsplit(parts._replace(path=f"/hermes_bench_{name}"))
+        suffix = os.environ.get("HERMES_BENCH_DB_SUFFIX", "")
+        if suffix and not suffix.replace("_", "").isalnum():
+            raise ValueError(f"HERMES_BENCH_DB_SUFFIX must be letters, digits, _: {suffix!r}")
+        db_name = f"hermes_bench_{name}" + (f"_{suffix}" if suffix else "")
+        bench.pg_url = urlunsplit(parts._replace(path=f"/{db_name}"))
         _pg_recreate(bench.pg_url)
         env["DATABASE_URL"] = bench.pg_url
-        bench.database = f"PostgreSQL {parts.hostname}:{parts.port or 5432}/hermes_bench_{name}"
+        bench.database = f"PostgreSQL {parts.hostname}:{parts.port or 5432}/{db_name}"
     else:
         env["HERMES_SQLITE_PATH"] = str(tmp / "bench.sqlite3")
         bench.database = f"SQLite (WAL) {tmp / 'bench.sqlite3'}"

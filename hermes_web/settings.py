@@ -391,6 +391,12 @@ HERMES = {
     "LOCAL_CONFINEMENT": env_str("HERMES_LOCAL_CONFINEMENT", "auto"),
     # Turn lease (seconds); renewed every iteration and by a heartbeat while a turn runs.
     "LEASE_SECONDS": int(env_str("HERMES_LEASE_SECONDS", "120")),
+    # PostgreSQL: a read-only tool call's start (tool.called) and its ledgered output are
+    # committed without waiting for the WAL flush (sessions/writes.py): a database crash can
+    # then at worst make a read run again (and a card the user saw vanish); a call with
+    # effects always waits. Off by default: every write waits for the disk (durable means
+    # durable); on, a read-only call saves about two disk waits (make bench).
+    "RELAXED_READ_ONLY_COMMITS": env_bool("HERMES_RELAXED_READ_ONLY_COMMITS", False),
     # Redis visibility timeout (s) for unacknowledged turn tasks; 0 = max(3600, longest
     # tool call + one lease) (hermes_web/celery.py). Fault tests lower it.
     "VISIBILITY_TIMEOUT": int(env_str("HERMES_VISIBILITY_TIMEOUT", "0")),

@@ -85,9 +85,16 @@ def event_append(*, session_id: int, type: str, payload: dict) -> RunEvent:
                                                                      flat=True).get()
             event = RunEvent.objects.create(session_id=session_id, seq=seq, type=type,
                                             payload=payload)
-    data = event_to_dict(event)
-    transaction.on_commit(lambda: group_publish(session_group(session_id), data))
+    event_publish_on_commit(event)
     return event
+
+
+def event_publish_on_commit(event: RunEvent) -> None:
+    """Publish a stored ``event`` to its session's group once the transaction that stored
+    it commits (at once outside a transaction). The one place stored events are handed to
+    ``group_publish``: event_append and sessions/writes.py (several events per write)."""
+    data = event_to_dict(event)
+    transaction.on_commit(lambda: group_publish(session_group(event.session_id), data))
 
 
 def _append_postgresql(connection, session_id: int, type: str, payload: dict) -> RunEvent:

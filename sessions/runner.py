@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -52,7 +54,7 @@ from sessions.context import (CACHE_TTL_SECONDS, breaker_fields, breaker_load, c
 from sessions.events import event_append
 from sessions.hooks import APPROVALS, MONEY
 from sessions.inputs import prompt_session_label
-from sessions.leases import lease_held_by_other, lease_renew, lease_validate
+from sessions.leases import lease_check, lease_held_by_other, lease_renew, lease_validate
 from sessions.models import Session, Turn
 from sessions.services import workspace_path
 from sessions.sink import DbSink, ledger_for, started_call_ids
@@ -313,7 +315,8 @@ class TurnContext:
 def turn_execute(*, session: Session, turn: Turn, owner: str) -> str:
     """Run (or resume) ``turn``; returns its final status. Caller holds the turn lease."""
     ctx = TurnContext(session=session, turn=turn, owner=owner)
-    sink = DbSink(session=session, turn=turn, owner=owner)
+    sink = DbSink(session=session, turn=turn, owner=owner,
+                  lease_seconds=settings.HERMES["LEASE_SECONDS"])
     with bind_identity(session_id=str(session.pk), user_id=str(session.owner_id)):
         try:
             if turn.kind in ("compact", "prune"):
@@ -331,7 +334,7 @@ def turn_execute(*, session: Session, turn: Turn, owner: str) -> str:
             harness = Harness(
                 transport=ctx.transport, prepare=lambda h: _prepare(ctx, sink, h),
                 execute=lambda calls: _execute(ctx, sink, calls),
-                observe=lambda req, resp: _observe(ctx, req, resp),
+                observe=lambda req, resp: _observe(ctx, sink, req, resp),
                 recover=lambda h, exc: _recover(ctx, sink, h, exc))
             ctx.budget = IterationBudget(delegation.child_iterations(session) if session.parent_id
                                          else settings.HERMES["MAX_ITERATIONS"])
@@ -423,8 +426,18 @@ def _begin(ctx: TurnContext, sink: DbSink) -> list[AgentMessage]:
             Turn.objects.filter(pk=turn.pk).update(user_message_id=stored.id)
     ctx.loaded = _history_for(ctx)
     # Calls that began and have no stored result are "interrupted", never "not executed".
-    ctx.pipeline.started_call_ids = started_call_ids(session=ctx.session, ledgered=True)
+    # Only calls the live history leaves unanswered can need that word (agents/context/
+    # history.py asks about no other id), so only they are looked up.
+    ctx.pipeline.started_call_ids = started_call_ids(
+        session=ctx.session, ledgered=True, among=_unanswered_ids(ctx.loaded))
     return ctx.loaded
+
+
+def _unanswered_ids(history: list[AgentMessage]) -> set[str]:
+    """Call ids that occur more often as calls than as results in ``history``."""
+    calls = Counter(c.id for m in history if m.role == "assistant" for c in m.tool_calls)
+    calls.subtract(m.tool_call_id for m in history if m.role == "tool" and m.tool_call_id)
+    return {cid for cid, left in calls.items() if left > 0}
 
 
 def _answer_already_stored(ctx: TurnContext, history: list[AgentMessage]):
@@ -475,7 +488,15 @@ def _prepare(ctx: TurnContext, sink: DbSink, history: list[AgentMessage]):
     """Repair, reduce when the plan says so (agents/context/reduction.py decides the order), plan.
     Reductions run only here, at an iteration boundary, after every result of the previous
     batch is stored."""
-    lease_renew(session=ctx.session, owner=ctx.owner, seconds=settings.HERMES["LEASE_SECONDS"])
+    seconds = settings.HERMES["LEASE_SECONDS"]
+    renewed = sink.lease_renewed_at
+    if renewed is not None and time.monotonic() - renewed < seconds / 3:
+        # A write renewed the lease moments ago (the heartbeat's cadence): checking it is a
+        # read, where renewing again would be one more commit.
+        lease_check(session=ctx.session, owner=ctx.owner)
+    else:
+        lease_renew(session=ctx.session, owner=ctx.owner, seconds=seconds)
+        sink.lease_renewed_at = time.monotonic()
     strategy = None
     if ctx.first_request:
         # The cache strategy is chosen once per turn, before its first request is planned:
@@ -528,7 +549,7 @@ def _execute(ctx: TurnContext, sink: DbSink, calls: list[ToolCall]):
     # the turn awaiting them; the turn runs again only after its result is ledgered. So a
     # delegate call announced with no ledgered result never took effect: run it again
     # (children_spawn is idempotent per call id) instead of "outcome unknown".
-    started = started_call_ids(session=ctx.session) - {
+    started = started_call_ids(session=ctx.session, among={c.id for c in calls}) - {
         c.id for c in calls if c.name == DELEGATE_TOOL}
     split = split_by_ledger(calls, ledger=ledger_for(session=ctx.session, calls=calls),
                             started=started)
@@ -542,19 +563,24 @@ def _execute(ctx: TurnContext, sink: DbSink, calls: list[ToolCall]):
         registry = toolbox.registry_for(ctx.session)
         # execute_code's script calls tools back through the same registry and policy gate.
         tool_ctx = toolbox.with_code_rpc(tool_ctx, registry=registry,
-                                         gate=toolbox.policy_gate(ctx, state))
+                                         gate=toolbox.policy_gate(ctx, state, registry=registry))
         announced: list[ToolCall] = []
+
+        def read_only(call: ToolCall) -> bool:
+            return bool(getattr(registry.get(call.name), "read_only", False))
 
         def on_call(call: ToolCall) -> None:
             announced.append(call)
-            sink.tool_called(call)
+            sink.tool_called(call, read_only=read_only(call))
 
         try:
             outcome = dispatch_tool_calls(
                 fresh, registry=registry, ctx=tool_ctx,
-                gate=toolbox.policy_gate(ctx, state), should_stop=sink.should_stop,
+                gate=toolbox.policy_gate(ctx, state, registry=registry),
+                should_stop=sink.should_stop,
                 on_call=on_call,
-                on_result=lambda call, out: sink.tool_finished(call, out.text, out.is_error),
+                on_result=lambda call, out: sink.tool_finished(call, out.text, out.is_error,
+                                                               read_only=read_only(call)),
                 should_steer=sink.steer_pending)
         except DelegationRequested as exc:
             # The delegate call runs alone in its segment (no path scope, not read-only),
@@ -572,7 +598,8 @@ def _execute(ctx: TurnContext, sink: DbSink, calls: list[ToolCall]):
     return results, pending
 
 
-def _observe(ctx: TurnContext, request: ModelRequest, response: ModelResponse) -> None:
+def _observe(ctx: TurnContext, sink: DbSink, request: ModelRequest,
+             response: ModelResponse) -> None:
     """Where the billed count arrives: re-anchor calibration, judge the compaction verdict,
     track cache health; all persisted on the row."""
     billed = response.usage.prompt_tokens if response.usage else None
@@ -583,10 +610,11 @@ def _observe(ctx: TurnContext, request: ModelRequest, response: ModelResponse) -
     ctx.breaker.on_response(billed, ctx.threshold)
     if ctx.breaker.tripped and not was_tripped:  # tell the user the moment it trips (B10)
         _notice_breaker(ctx)
-    # One UPDATE for everything a response changes on the row (it runs every iteration).
-    Session.objects.filter(pk=ctx.session.pk).update(
-        usage_anchor=calibrator.to_dict(), **breaker_fields(ctx.session, ctx.breaker),
-        **toolbox.cache_health_fields(ctx, response.usage))
+    # Everything a response changes on the row, written by the reply's own transaction
+    # (DbSink.reply_added, which the loop calls next): no commit of its own.
+    sink.columns.update(usage_anchor=calibrator.to_dict(),
+                        **breaker_fields(ctx.session, ctx.breaker),
+                        **toolbox.cache_health_fields(ctx, response.usage))
 
 
 def _recover(ctx: TurnContext, sink: DbSink, history: list[AgentMessage],

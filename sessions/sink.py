@@ -1,7 +1,9 @@
 """DbSink: the EventSink the loop reports to, backed by rows and RunEvents.
 
 Every message is stored in a transaction that re-validates the turn lease, then announced as
-an event (written, then published after commit). Text deltas are batched about every 50 ms so
+an event (written, then published after commit): one transaction per thing stored, with the
+buffered text, the reply's usage row and the observed session columns folded into it and the
+lease renewed by the same UPDATE (sessions/writes.py; issue 15). Text deltas are batched about every 50 ms so
 a fast stream does not become one row per token; the batch is flushed before any other event
 so the order on the wire is the order things happened. The first delta of each reply is sent
 at once and opens the first window (HERMES["FIRST_DELTA_FLUSH"]): the reader sees the reply
@@ -26,10 +28,10 @@ from agents.context.tokens import estimate_message_tokens, estimate_text_tokens
 from agents.tools.ledger import LedgerEntry, LedgerKey, ledger_key
 from sessions.events import event_append
 from sessions.hooks import MONEY
-from sessions.leases import lease_validate
 from sessions.models import Message, RunEvent, Session, ToolResultLedger, Turn, UsageRecord
 from sessions.steer import steers_land, steers_waiting
-from sessions.transcript import _insert, message_to_agent, message_to_display
+from sessions.transcript import _insert, message_row, message_to_agent, message_to_display
+from sessions.writes import Entry, relax_commit, transcript_write
 
 DELTA_BATCH_SECONDS = 0.05
 """How long text deltas are gathered into one text.delta event (issue 2: about 50 ms); the
@@ -66,7 +68,8 @@ class DbSink:
     messages from its own thread only (tool threads return results to it).
     """
 
-    def __init__(self, *, session: Session, turn: Turn, owner: str):
+    def __init__(self, *, session: Session, turn: Turn, owner: str,
+                 lease_seconds: int | None = None):
         self.session = session
         self.turn = turn
         self.owner = owner
@@ -87,24 +90,71 @@ class DbSink:
         """Display metadata of tool results not stored yet, by tool call id (the runner
         fills it from the dispatch outcome; message_added stores it on the row)."""
         self._calls: dict[str, dict] = {}
+        self.lease_seconds = lease_seconds
+        """Every guarded write renews the turn lease to now + this (None: no renewal)."""
+        self.lease_renewed_at: float | None = None
+        """time.monotonic() of the last write that renewed the lease (runner._prepare
+        skips its own renewal while this is recent)."""
+        self.columns: dict = {}
+        """Session columns to write with the next guarded write (runner._observe: the
+        calibration anchor, the breaker, cache health), so a reply is one commit."""
 
     # --- EventSink -----------------------------------------------------------------------
     def message_added(self, message: AgentMessage, *, kind: str = "") -> AgentMessage:
         """Store ``message`` and announce it; returns it with its row id. Raises LeaseLost."""
-        self._reply_end()
-        with transaction.atomic():
-            lease_validate(session=self.session, owner=self.owner)
-            row = self._store(message, kind)
-        return message_to_agent(row)
+        return self._write(messages=[(message, kind)])[0]
 
     def messages_added(self, messages: list[AgentMessage]) -> list[AgentMessage]:
         """Store a batch (a tool call batch's results) in ONE transaction under the lease,
         then announce each (B02, B05: a crash keeps all of them or none). Raises LeaseLost."""
-        self._reply_end()
-        with transaction.atomic():
-            lease_validate(session=self.session, owner=self.owner)
-            rows = [self._store(m) for m in messages]
-        return [message_to_agent(r) for r in rows]
+        return self._write(messages=[(m, "") for m in messages])
+
+    def reply_added(self, message: AgentMessage, *, kind: str = "", usage: Usage | None,
+                    request: ModelRequest, response: ModelResponse) -> AgentMessage:
+        """A provider call's reply: its UsageRecord (settling its reservation) and usage
+        event, then ``message`` and its event, in ONE transaction under the lease (with the
+        text still buffered and the columns runner._observe left in ``columns``). Lease
+        lost: the usage is still recorded (the call was billed), then LeaseLost."""
+        return self._write(messages=[(message, kind)],
+                           usage=self._usage(usage, request, response, "turn"))[0]
+
+    def _write(self, *, messages=(), events=(), usage=None, guarded: bool = True,
+               relaxed: bool = False):
+        """One transaction (sessions/writes.py): the buffered text as a text.delta event,
+        ``usage`` (from ``_usage``), the messages with their events (tool results carry the
+        metadata and the call gathered for them), ``events``; returns the stored messages
+        as agent values. Raises LeaseLost (after storing the lease-free part)."""
+        entries = []
+        for message, kind in messages:
+            gathered = self.tool_meta.pop(message.tool_call_id, None) \
+                if message.tool_call_id else None
+            row = message_row(session=self.session, message=message, kind=kind,
+                              tool_meta=gathered)
+            extra = {}
+            call = self._calls.pop(row.tool_call_id, None) if row.role == "tool" else None
+            if call is not None:  # so the card's summary can say what the call did
+                extra["tool_call"] = call
+            entries.append(Entry(row=row, extra=extra,
+                                 event_type="tool.result" if row.role == "tool"
+                                 else "message.added"))
+        free = []
+        text = self._take_text()
+        self._reply_open = False  # anything else announced ends the reply: the next delta opens one
+        if text:
+            free.append(("text.delta", {"turn_id": self.turn.pk, "text": text}))
+        if usage is not None:
+            free.append(("usage", usage[1]))
+        renew = self.lease_seconds if guarded else None
+        written = transcript_write(
+            session=self.session, owner=self.owner if guarded else None,
+            turn_id=self.turn.pk, entries=entries, free_events=free, events=list(events),
+            columns=self.columns if guarded else None, renew_seconds=renew,
+            before_commit=None if usage is None else usage[0], relaxed_commit=relaxed)
+        if guarded:
+            self.columns = {}
+            if renew is not None:
+                self.lease_renewed_at = time.monotonic()
+        return [message_to_agent(r) for r in written.rows]
 
     def _store(self, message: AgentMessage, kind: str = "", meta: dict | None = None,
                extra: dict | None = None):
@@ -151,38 +201,61 @@ class DbSink:
 
     def flush(self) -> None:
         """Write the gathered text deltas as one text.delta event (no-op when empty)."""
-        with self._lock:
-            if not self._buffer:
-                return
-            text, self._buffer = "".join(self._buffer), []
-            self._last_flush = time.monotonic()
+        text = self._take_text()
+        if not text:
+            return
         event_append(session_id=self.session.pk, type="text.delta",
                      payload={"turn_id": self.turn.pk, "text": text})
 
-    def tool_called(self, call: ToolCall) -> None:
+    def _take_text(self) -> str:
+        """The gathered text deltas, emptied ("" when none): written by ``flush`` alone or
+        by the next write (``_write``) as its first event, so the order on the wire is the
+        order things happened."""
+        with self._lock:
+            if not self._buffer:
+                return ""
+            text, self._buffer = "".join(self._buffer), []
+            self._last_flush = time.monotonic()
+        return text
+
+    def tool_called(self, call: ToolCall, *, read_only: bool = False) -> None:
         """Announce that ``call`` starts now, under the lease: a worker whose lease expired
         (and whose turn another worker resumed) cannot start a call the other will run too.
+        ``read_only`` (the tool declares it): the commit may be relaxed (sessions/writes.py).
         Raises LeaseLost."""
-        self._reply_end()
-        with transaction.atomic():
-            lease_validate(session=self.session, owner=self.owner)
-            self._calls[call.id] = call.to_dict()
-            event_append(session_id=self.session.pk, type="tool.called",
-                         payload={"turn_id": self.turn.pk, "tool_call": call.to_dict()})
+        self._write(events=[("tool.called", {"turn_id": self.turn.pk,
+                                             "tool_call": call.to_dict()})],
+                    relaxed=read_only and settings.HERMES["RELAXED_READ_ONLY_COMMITS"])
+        self._calls[call.id] = call.to_dict()
 
-    def tool_finished(self, call: ToolCall, content: str, is_error: bool) -> None:
+    def tool_finished(self, call: ToolCall, content: str, is_error: bool, *,
+                      read_only: bool = False) -> None:
         """Ledger the output of a call that just finished, before it reaches the transcript
-        (no lease needed: the side effect has happened whoever holds the lease now)."""
-        ToolResultLedger.objects.create(
+        (no lease needed: the side effect has happened whoever holds the lease now).
+        ``read_only``: the commit may be relaxed (sessions/writes.py)."""
+        entry = ToolResultLedger(
             session=self.session, turn=self.turn, call_id=call.id, tool_name=call.name,
             arguments=call.arguments or "{}", content=content, is_error=is_error)
+        if not (read_only and settings.HERMES["RELAXED_READ_ONLY_COMMITS"]) \
+                or connection.in_atomic_block:
+            entry.save(force_insert=True)
+            return
+        with transaction.atomic():
+            relax_commit(connection)
+            entry.save(force_insert=True)
 
     def usage_recorded(self, usage: Usage | None, request: ModelRequest,
                        response: ModelResponse, *, purpose: str = "turn") -> None:
         """One UsageRecord per provider call (four disjoint buckets + raw), priced now
         (accounts/pricing.py) and written in ONE transaction with the settlement of the
-        call's budget reservation; then a usage event carrying the dollars."""
-        self._reply_end()
+        call's budget reservation and the usage event carrying the dollars (no lease
+        needed: the call was billed whoever holds the lease now)."""
+        self._write(usage=self._usage(usage, request, response, purpose), guarded=False)
+
+    def _usage(self, usage: Usage | None, request: ModelRequest, response: ModelResponse,
+               purpose: str):
+        """(write(lease_ok) -> None, usage event payload) of one provider call; the turn's
+        usage totals are counted now."""
         self.usage_total["calls"] += 1
         estimated = usage is None
         if usage is None:  # never let spend silently drop a call (B28): estimate, flagged
@@ -197,20 +270,23 @@ class DbSink:
         # Priced at the route that served the call (a fallback may be another provider).
         cost, columns = MONEY.cost_fields(provider=provider, model=model, at=now,
                                           buckets=buckets_of_usage(usage))
-        with transaction.atomic():
-            UsageRecord.objects.create(
-                session=self.session, turn=self.turn, user_id=self.session.owner_id,
-                team_id=self.session.team_id, provider=provider, credential=response.credential,
-                model=model, purpose=purpose, estimated=estimated,
-                input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
-                cache_read_tokens=usage.cache_read_tokens,
-                cache_write_5m_tokens=usage.cache_write_5m_tokens,
-                cache_write_1h_tokens=usage.cache_write_1h_tokens,
-                reasoning_tokens=usage.reasoning_tokens, estimated_prompt_tokens=self.estimate,
-                raw=usage.raw, created_at=now, **columns,
-                cost_flagged=cost.usd is None and MONEY.has_budgets(self.session),
-            )
+        record = UsageRecord(
+            session=self.session, turn=self.turn, user_id=self.session.owner_id,
+            team_id=self.session.team_id, provider=provider, credential=response.credential,
+            model=model, purpose=purpose, estimated=estimated,
+            input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+            cache_read_tokens=usage.cache_read_tokens,
+            cache_write_5m_tokens=usage.cache_write_5m_tokens,
+            cache_write_1h_tokens=usage.cache_write_1h_tokens,
+            reasoning_tokens=usage.reasoning_tokens, estimated_prompt_tokens=self.estimate,
+            raw=usage.raw, created_at=now, **columns,
+            cost_flagged=cost.usd is None and MONEY.has_budgets(self.session),
+        )
+
+        def write(lease_ok: bool) -> None:
+            record.save(force_insert=True)
             MONEY.reservations_settle(session_id=self.session.pk)
+
         for key, value in (("input_tokens", usage.input_tokens),
                            ("output_tokens", usage.output_tokens),
                            ("cache_read_tokens", usage.cache_read_tokens),
@@ -221,7 +297,7 @@ class DbSink:
         else:
             self.usage_total["cost_usd"] = str(Decimal(self.usage_total.get("cost_usd", "0"))
                                                + cost.usd)
-        event_append(session_id=self.session.pk, type="usage", payload={
+        return write, {
             "turn_id": self.turn.pk, "input_tokens": usage.input_tokens,
             "output_tokens": usage.output_tokens, "cache_read_tokens": usage.cache_read_tokens,
             "cache_write_tokens": usage.cache_write_tokens, "prompt_tokens": usage.prompt_tokens,
@@ -229,7 +305,7 @@ class DbSink:
             "served_by": served,
             "cost_usd": None if cost.usd is None else str(cost.usd),
             "cost_unknown": cost.unknown_reason,
-        })
+        }
 
     def steer_pending(self) -> bool:
         """A correction waits to land in this turn (sessions/steer.py; asked at safe points
@@ -277,14 +353,22 @@ def ledger_for(*, session: Session, calls) -> dict[LedgerKey, LedgerEntry]:
     return found
 
 
-def started_call_ids(*, session: Session, ledgered: bool = False) -> set[str]:
+def started_call_ids(*, session: Session, ledgered: bool = False,
+                     among: set[str] | None = None) -> set[str]:
     """Call ids announced as started (``tool.called`` events) that have no stored tool
     result and (unless ``ledgered``) no ledger entry: they began and their outcome is
     unknown (issue 10 defect 3; B01). ``ledgered=True`` keeps the ones the ledger answers
-    (for the wire repair, which must say "interrupted", never "not executed")."""
-    announced = {p["tool_call"]["id"] for p in RunEvent.objects.filter(
-        session=session, type="tool.called").values_list("payload", flat=True)
-        if isinstance(p, dict) and isinstance(p.get("tool_call"), dict)}
+    (for the wire repair, which must say "interrupted", never "not executed").
+    ``among``: only these call ids are asked about (the database filters the events by
+    call id instead of this process decoding every ``tool.called`` payload of the
+    session); None asks about all."""
+    if among is not None and not among:
+        return set()
+    events = RunEvent.objects.filter(session=session, type="tool.called")
+    if among is not None:
+        events = events.filter(payload__tool_call__id__in=sorted(among))
+    announced = {p["tool_call"]["id"] for p in events.values_list("payload", flat=True)
+                 if isinstance(p, dict) and isinstance(p.get("tool_call"), dict)}
     if not announced:
         return set()
     done = set(Message.objects.filter(session=session, role="tool",

@@ -202,10 +202,12 @@ def memory_for(session: Session) -> str:
     return memory_snapshot_for(user_id=session.owner_id)
 
 
-def policy_gate(ctx, state: GateState):
+def policy_gate(ctx, state: GateState, *, registry: ToolRegistry | None = None):
     """gate(call) -> Decision for a turn (``ctx``: the runner's TurnContext): sessions/gate.py
-    's gate, which calls agents.policy.decide, over this session's registry."""
-    return gate.policy_gate(ctx, state, registry_for(ctx.session))
+    's gate, which calls agents.policy.decide, over this session's registry (``registry``:
+    the caller's ``registry_for(ctx.session)``, already loaded)."""
+    return gate.policy_gate(ctx, state, registry if registry is not None
+                            else registry_for(ctx.session))
 
 
 def tool_context(ctx, *, should_stop=None) -> ToolContext:

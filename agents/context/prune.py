@@ -117,12 +117,22 @@ def _cut_call(call: ToolCall, min_chars: int) -> ToolCall:
 def _edits(messages: Sequence[Message], *, old_end: int, min_result_chars: int,
            min_argument_chars: int) -> list[tuple[int, EditKind, Message]]:
     edits: list[tuple[int, EditKind, Message]] = []
+    # The nearest newer tool result with the same text, per index: one backward pass (a
+    # forward scan per result was quadratic: ~2M comparisons on a 2,000-message session).
+    nearest: dict[int, Message] = {}
+    seen: dict[str, Message] = {}
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if m.role == "tool":
+            text = m.wire_text
+            if i < old_end and text in seen:
+                nearest[i] = seen[text]
+            seen[text] = m
     for i in range(old_end):
         m = messages[i]
         text = m.wire_text
         if m.role == "tool" and not text.startswith(STUB_PREFIX):
-            newer = next((n for n in messages[i + 1:] if n.role == "tool"
-                          and n.wire_text == text), None)
+            newer = nearest.get(i)
             tool = m.tool_name or "tool"
             if newer is not None and len(text) >= DEDUPE_MIN_CHARS:
                 where = f"message #{newer.id}" if newer.id is not None else "a newer message"

@@ -161,11 +161,14 @@ class AnthropicTransport:
         """The exact JSON body ``complete`` sends: model, max_tokens, tools (only when
         there are some), system blocks, messages, stream; markers rendered for the
         breakpoints this route may carry (agents/transports/breakpoints.py)."""
+        # No breakpoints (the estimator's one-message bodies): nothing to limit, so the
+        # learned limit (a database read in the worker) is not looked up.
         points = bp.select_breakpoints(
             request.breakpoints,
             limit=bp.limit_for(self.profile, self.limits, self.configured_limit),
             n_messages=len(request.messages),
-            allow_1h=self.profile.supports_1h_ttl and not self._clamp_ttl)
+            allow_1h=self.profile.supports_1h_ttl and not self._clamp_ttl,
+        ) if request.breakpoints else ()
         marks = {p.index: p for p in points if p.target == "message"}
         payload: dict[str, Any] = {"model": request.model or self.model,
                                    "max_tokens": request.max_tokens}

@@ -177,6 +177,49 @@ def test_every_transcript_write_path_refuses_a_worker_without_the_lease(alice):
                          projected=10**6, forced=True) is not None
 
 
+def test_a_reply_without_the_lease_keeps_its_usage_and_text_but_stores_no_message(alice):
+    """The reply's one write (sessions/writes.py): the lease guards the message; the call
+    was billed and its text streamed whoever holds the lease, so those are kept."""
+    from agents.messages import ModelRequest, ModelResponse, Usage
+    from sessions.models import UsageRecord
+
+    session = session_create(user=alice)
+    turn = Turn.objects.create(session=session, input_text="x", status=Turn.Status.RUNNING)
+    assert lease_acquire(session=session, owner="holder", seconds=60)
+    sink = DbSink(session=session, turn=turn, owner="intruder", lease_seconds=60)
+    sink.text_delta("streamed ")
+    reply = AgentMessage(role="assistant", content="streamed text")
+    with pytest.raises(LeaseLost):
+        sink.reply_added(reply, usage=Usage(input_tokens=10, output_tokens=3),
+                         request=ModelRequest(model="m", system="", messages=()),
+                         response=ModelResponse(message=reply, usage=None))
+    assert not Message.objects.filter(session=session).exists()
+    assert UsageRecord.objects.filter(session=session, input_tokens=10).count() == 1
+    types = list(RunEvent.objects.filter(session=session).values_list("type", flat=True))
+    assert types == ["text.delta", "usage"], types
+    session.refresh_from_db()
+    assert session.lease_owner == "holder" and session.message_count == 0
+
+    # The holder's reply: usage, text and message in one write, seqs in that order, and
+    # the lease renewed by it.
+    before = session.lease_expires_at
+    holder = DbSink(session=session, turn=turn, owner="holder", lease_seconds=600)
+    holder.text_delta("more ")
+    stored = holder.reply_added(reply, usage=Usage(input_tokens=7),
+                                request=ModelRequest(model="m", system="", messages=()),
+                                response=ModelResponse(message=reply, usage=None))
+    assert stored.id == Message.objects.get(session=session).pk
+    events = list(RunEvent.objects.filter(session=session).order_by("seq")
+                  .values_list("seq", "type"))
+    assert [t for _, t in events] == ["text.delta", "usage", "text.delta", "usage",
+                                      "message.added"]
+    assert [q for q, _ in events] == [1, 2, 3, 4, 5]
+    session.refresh_from_db()
+    assert session.message_count == 1 and session.event_seq == 5
+    assert session.lease_expires_at > before + timedelta(seconds=500)
+    assert holder.lease_renewed_at is not None
+
+
 @pytest.mark.services  # two threads writing at once: SQLite's in-memory test database
 # locks whole tables ("database table is locked" seen in an embedded CI run)
 def test_two_workers_racing_on_one_session_run_each_turn_once_in_order(alice, simulator):
@@ -341,20 +384,19 @@ def test_b02_b05_a_crash_while_storing_a_batch_keeps_all_of_its_results_or_none(
     simulator.state.script = Script(policy)
     session = session_create(user=alice)
     turn = turn_start(session=session, user=alice, text="go")
-    import sessions.sink as sink_module
+    import sessions.writes as writes_module
 
-    real_insert = sink_module._insert
+    real_insert = writes_module._insert_rows
     inserted: list = []
 
-    def insert_then_die(**kwargs):
-        if kwargs["message"].role == "tool" and inserted:
+    def insert_then_die(rows):
+        rows = real_insert(rows)
+        if any(row.role == "tool" for row in rows):  # the batch's rows are in, uncommitted
+            inserted.extend(row.pk for row in rows)
             raise Killed()
-        row = real_insert(**kwargs)
-        if row.role == "tool":
-            inserted.append(row.pk)
-        return row
+        return rows
 
-    monkeypatch.setattr(sink_module, "_insert", insert_then_die)
+    monkeypatch.setattr(writes_module, "_insert_rows", insert_then_die)
     with pytest.raises(Killed):
         turn_run_task.apply(args=[session.pk], throw=True)
     monkeypatch.undo()
