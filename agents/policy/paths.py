@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from agents.policy.command_forms import decode_ansi_c
 from agents.policy.command_risk import home_config_file, write_targets
 from agents.policy.command_tables import UNKNOWN_CWD
 from agents.tools.steering import PROTECTED_NAMES
@@ -100,13 +101,49 @@ def _app_config(real: str, command: int) -> _PathFinding:
                         "own configuration, database or a credential file", command)
 
 
+_PATH_LIKE = re.compile(r"(?<![\w.~/$%@+-])(?:~(?=/|$)|\.\.(?=/|$)|/)"
+                        r"[^\s'\"`;|&<>(){}\[\],:=*?!^$\\]*")
+"""An absolute, ``~``- or ``..``-relative path inside a longer text (a code string, a
+``key=value``, an option's attached value): starts where no path or name character is."""
+_JOINS = re.compile(r"""(['"])\s*(?:\+|\.|\.\.)?\s*\1""")
+_COMMA_JOINS = re.compile(r"""(['"])\s*,\s*\1""")
+
+
 def _word_paths(word: str) -> list[str]:
-    """The path a word may name: itself, the value of ``--opt=path``, a ``file:`` URI."""
+    """Every path a word may name (candidates; the caller resolves them): the word itself,
+    the value of ``--opt=path`` / ``key=path`` (``if=``, ``--git-dir=``), an option's attached
+    value (``-C/dir``), a ``file:`` URI, and every absolute / ``~`` / ``..`` path inside it
+    (quoted code: ``open('/d/x')``), also after decoding backslash escapes (``'\x2fd'``) and
+    undoing string concatenation (``'/d' + '/x'``, ``'/d' '/x'``, ``join('/d', 'x')``).
+    Shapes: str -> list[str], in order, without duplicates. Source: the brief "by any
+    spelling" of issue 8 finding 2 (paths.py module docstring)."""
+    if not word:
+        return []
+    out: list[str] = []
     if word.startswith("-"):
-        return [word.split("=", 1)[1]] if "=" in word and len(word.split("=", 1)[1]) else []
-    if word.startswith("file:"):
-        return [word[5:].split("?", 1)[0]]
-    return [word] if word else []
+        if "=" in word and word.split("=", 1)[1]:
+            out.append(word.split("=", 1)[1])
+        m = re.match(r"^-[A-Za-z](.+)$", word)
+        if m and m.group(1).startswith(("/", "~", "..")):
+            out.append(m.group(1))
+    elif word.startswith("file:"):
+        out.append(word[5:].split("?", 1)[0])
+    else:
+        out.append(word)
+    out += [v for v in word.split("=")[1:] if v]
+    texts = [word]
+    if "\\" in word:
+        texts.append(decode_ansi_c(word))
+    for text in list(texts):
+        joined = _JOINS.sub("", text)
+        if joined != text:
+            texts.append(joined)
+        commas = _COMMA_JOINS.sub("/", text)
+        if commas != text:
+            texts.append(commas)
+    for text in texts:
+        out += [m.group(0) for m in _PATH_LIKE.finditer(text)]
+    return list(dict.fromkeys(p for p in out if p))
 
 
 def _mode_targets(cmd: SimpleCommand) -> tuple[str, ...]:
@@ -183,13 +220,20 @@ def path_findings(parsed: ParsedCommand, ctx: PolicyContext, workspace: str,
                 out.append(_PathFinding("ask", "home_config", "home_config",
                                         f"writes {real}, a shell or agent config file in the "
                                         "home directory", i))
-        words = [*cmd.argv[1:], *(t for _, t in cmd.redirects)]
-        for layer in cmd.layers[:-1]:
-            words += [w for w in layer[1:] if w.startswith("/")]
-        for w in words:
+        # Every word the command line hands any program, wrappers and their options
+        # included (``git -C d``, ``env X=/p sh -c 'cat $X'``, ``dd if=/p``), the text a
+        # program reads as code (a heredoc, a here-string, static stdin): a private path
+        # named anywhere is at least a read (issue 8 finding 2 "by any spelling").
+        words = [w for layer in cmd.layers for w in layer[1:]]
+        words += [*cmd.options, *cmd.assigns, *(t for _, t in cmd.redirects)]
+        if cmd.stdin_text:
+            words += [m.group(0) for m in _PATH_LIKE.finditer(cmd.stdin_text)]
+        seen: set[str] = set()
+        for w in dict.fromkeys(words):
             for path in _word_paths(w):
-                if unknown and not path.startswith(("/", "~")):
+                if path in seen or unknown and not path.startswith(("/", "~")):
                     continue
+                seen.add(path)
                 lexical, real = resolve_path(path, ctx, cwd)
                 if is_sensitive(real, ctx):
                     out.append(_app_config(real, i))
@@ -202,4 +246,79 @@ def path_findings(parsed: ParsedCommand, ctx: PolicyContext, workspace: str,
                     out.append(_PathFinding("ask", "host_secret", "host_read",
                                             f"reads {lexical}: another process's environment "
                                             "or a host secret", i))
+        out += _recursive_findings(cmd, i, ctx, workspace)
+    return out
+
+
+_RECURSE_FLAGS = {"grep": {"-r", "-R", "--recursive", "--dereference-recursive"},
+                  "egrep": {"-r", "-R"}, "fgrep": {"-r", "-R"},
+                  "cp": {"-r", "-R", "-a", "--recursive", "--archive"},
+                  "rsync": {"-r", "-a", "--recursive", "--archive"},
+                  "scp": {"-r"}, "zip": {"-r", "--recurse-paths"},
+                  "chmod": {"-R", "--recursive"}, "chown": {"-R", "--recursive"},
+                  "chgrp": {"-R", "--recursive"}, "rm": {"-r", "-R", "--recursive"},
+                  "shred": {"-r"}}
+_ALWAYS_RECURSE = frozenset({"rg", "ag", "ack", "tar", "bsdtar", "7z", "fd", "fdfind"})
+_RECURSIVE_WRITERS = frozenset({"chmod", "chown", "chgrp", "rm", "shred"})
+_FIND_READ_ACTIONS = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
+
+
+def _recursive(cmd: SimpleCommand) -> tuple[list[str], str] | None:
+    """(the trees ``cmd`` walks, "read" / "write"), when it reads file contents or changes
+    files below its operands; None otherwise. A plain ``find`` (or ``ls -R``, ``du``) only
+    lists names and metadata: not a read of the files (decided: ``find / -name x`` stays
+    allowed; ``ls ..`` asks because ``..`` itself is private)."""
+    name, args = cmd.name, cmd.argv[1:]
+    if name == "find":
+        end = next((k for k, a in enumerate(args) if a.startswith(("-", "(", "!"))), len(args))
+        roots = list(args[:end]) or ["."]
+        runs = [a for a in args if a in _FIND_READ_ACTIONS]
+        if "-delete" in args or runs and "rm" in args[end:]:
+            return roots, "write"
+        return (roots, "read") if runs else None
+    flags = {a.split("=", 1)[0] for a in args if a.startswith("--")}
+    flags |= {f"-{c}" for a in args if a.startswith("-") and not a.startswith("--")
+              for c in a[1:]}
+    if name in _ALWAYS_RECURSE or flags & _RECURSE_FLAGS.get(name, set()):
+        ops = [a for a in args if not a.startswith("-")]
+        if name in ("chmod", "chown", "chgrp"):
+            ops = ops[1:]
+        return ops, "write" if name in _RECURSIVE_WRITERS else "read"
+    return None
+
+
+def _recursive_findings(cmd: SimpleCommand, index: int, ctx: PolicyContext, workspace: str
+                        ) -> list[_PathFinding]:
+    """A recursive read or write rooted at ``/`` or at any other ancestor of a private path
+    (``find / -exec cat {} +``, ``grep -r x /``, ``chmod -R 777 /srv``) reaches that private
+    path: a read asks, a write is denied, naming the private paths below the root."""
+    found = _recursive(cmd)
+    if found is None or cmd.cwd == UNKNOWN_CWD and not all(
+            r.startswith(("/", "~")) for r in found[0]):
+        return []
+    roots, mode = found
+    private = [os.path.realpath(p) for p in (*ctx.private_paths, *ctx.app_config_paths,
+                                             *ctx.sensitive_paths)]
+    out: list[_PathFinding] = []
+    for root in roots:
+        _, real = resolve_path(root.rstrip("*") or root, ctx,
+                               None if cmd.cwd == UNKNOWN_CWD else cmd.cwd)
+        if is_within(real, workspace):
+            continue
+        below = list(dict.fromkeys(p for p in private if p != real and is_within(p, real)
+                                   and not is_within(p, workspace)))
+        if not below:
+            continue
+        shown = ", ".join(below[:3])
+        if mode == "write":
+            out.append(_PathFinding("hardline", "private_write", "app_config",
+                                    f"{cmd.name} changes everything under {real}, which "
+                                    f"holds {shown}: the application's own data, code or "
+                                    "other users' workspaces", index))
+        else:
+            out.append(_PathFinding("ask", "private_read", "host_read",
+                                    f"{cmd.name} reads everything under {real}, which holds "
+                                    f"{shown}: the application's own data or code or other "
+                                    "users' workspaces", index))
+        break
     return out
