@@ -136,6 +136,15 @@ class _Walker(HookWalker):
             if child.kind in ("operator", "reservedword", "pipe"):
                 continue
             outs.append(self.walk(child, depth, stdin, piped))
+        if kind == "compound" and getattr(node, "redirects", None):
+            # ``{ ...; } > f``, ``while ...; done < f``: the group's redirections apply to
+            # every command in it; register them as ``:`` so the floor and the path checks
+            # see the file written or read (as for a command that is only a redirect).
+            reds = tuple((r.type, self.word(r.output, depth).text) for r in node.redirects
+                         if getattr(r, "heredoc", None) is None and r.type != "<<<"
+                         and not isinstance(r.output, int))
+            if reds:
+                self.argv([Word(":")], depth, "", None, reds)
         if kind in ("list", "compound") and outs and all(o is not None for o in outs):
             return "".join(o for o in outs if o)
         return None

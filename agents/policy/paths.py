@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from agents.policy.command_forms import decode_ansi_c
 from agents.policy.command_risk import home_config_file, write_targets
+from agents.policy.command_scripts import read_workspace_file
 from agents.policy.command_tables import UNKNOWN_CWD
 from agents.tools.steering import PROTECTED_NAMES
 
@@ -228,6 +229,8 @@ def path_findings(parsed: ParsedCommand, ctx: PolicyContext, workspace: str,
         words += [*cmd.options, *cmd.assigns, *(t for _, t in cmd.redirects)]
         if cmd.stdin_text:
             words += [m.group(0) for m in _PATH_LIKE.finditer(cmd.stdin_text)]
+        for text in _argument_files(cmd, parsed.commands[i - 1] if i else None, workspace):
+            words += [m.group(0) for m in _PATH_LIKE.finditer(text)]
         seen: set[str] = set()
         for w in dict.fromkeys(words):
             for path in _word_paths(w):
@@ -247,6 +250,36 @@ def path_findings(parsed: ParsedCommand, ctx: PolicyContext, workspace: str,
                                             f"reads {lexical}: another process's environment "
                                             "or a host secret", i))
         out += _recursive_findings(cmd, i, ctx, workspace)
+    return out
+
+
+_LINE_CONSUMERS = frozenset({"xargs", "read", "mapfile", "readarray", ":"})
+_FILE_SUBSTITUTION = re.compile(r"\$\(\s*(?:cat\s+|<\s*)([^\s()<>;|&$`]+)\s*\)"
+                                r"|`\s*(?:cat\s+|<\s*)([^\s()<>;|&$`]+)\s*`")
+_FILE_PRINTERS = frozenset({"cat", "head", "tail", "sort", "uniq", "tac", "grep", "cut"})
+
+
+def _argument_files(cmd: SimpleCommand, previous: SimpleCommand | None, workspace: str
+                    ) -> list[str]:
+    """The text of workspace files whose contents become arguments of a command: the
+    input of xargs / read / mapfile / a loop (``xargs cat < list``, ``while read f; do cat
+    "$f"; done < list``, ``cat list | xargs cat``) and ``$(cat list)`` / ``$(< list)``
+    substitutions. Read with O_NOFOLLOW inside the workspace only (command_scripts);
+    an unreadable file gives nothing (its name was checked as a path already)."""
+    names = {layer[0] for layer in cmd.layers}
+    cwd = None if cmd.cwd == UNKNOWN_CWD else cmd.cwd
+    files: list[str] = []
+    if names & _LINE_CONSUMERS:
+        files += [t for op, t in cmd.redirects if op == "<"]
+        if cmd.stdin == "pipe" and previous is not None and previous.name in _FILE_PRINTERS:
+            files += [a for a in previous.argv[1:] if not a.startswith("-")]
+    for w in (w for layer in cmd.layers for w in layer[1:]):
+        files += [m.group(1) or m.group(2) for m in _FILE_SUBSTITUTION.finditer(w)]
+    out = []
+    for f in dict.fromkeys(files):
+        text = read_workspace_file(workspace, f, cwd)
+        if text:
+            out.append(text)
     return out
 
 
