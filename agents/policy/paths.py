@@ -102,9 +102,9 @@ def _app_config(real: str, command: int) -> _PathFinding:
                         "own configuration, database or a credential file", command)
 
 
-_PATH_LIKE = re.compile(r"(?<![\w.~/$%@+-])(?:~(?=/|$)|\.\.(?=/|$)|/)"
+_PATH_LIKE = re.compile(r"(?<![\w.~/$%@+-])(?:~(?=/|$)|\.{1,2}(?=/|$)|/)"
                         r"[^\s'\"`;|&<>(){}\[\],:=*?!^$\\]*")
-"""An absolute, ``~``- or ``..``-relative path inside a longer text (a code string, a
+"""An absolute, ``~``-, ``.``- or ``..``-relative path inside a longer text (a code string, a
 ``key=value``, an option's attached value): starts where no path or name character is."""
 _JOINS = re.compile(r"""(['"])\s*(?:\+|\.|\.\.)?\s*\1""")
 _COMMA_JOINS = re.compile(r"""(['"])\s*,\s*\1""")
@@ -271,6 +271,11 @@ def _argument_files(cmd: SimpleCommand, previous: SimpleCommand | None, workspac
     files: list[str] = []
     if names & _LINE_CONSUMERS:
         files += [t for op, t in cmd.redirects if op == "<"]
+        for layer in cmd.layers:
+            if layer[0] == "xargs":
+                files += [layer[k + 1] for k, a in enumerate(layer[:-1])
+                          if a in ("-a", "--arg-file")]
+                files += [a.split("=", 1)[1] for a in layer if a.startswith("--arg-file=")]
         if cmd.stdin == "pipe" and previous is not None and previous.name in _FILE_PRINTERS:
             files += [a for a in previous.argv[1:] if not a.startswith("-")]
     for w in (w for layer in cmd.layers for w in layer[1:]):
@@ -340,6 +345,8 @@ def _recursive_findings(cmd: SimpleCommand, index: int, ctx: PolicyContext, work
             continue
         below = list(dict.fromkeys(p for p in private if p != real and is_within(p, real)
                                    and not is_within(p, workspace)))
+        if mode == "write" and not below and any(is_within(real, p) for p in private):
+            below = [real]  # ``find <private dir> -delete``: the tree itself is private
         if not below:
             continue
         shown = ", ".join(below[:3])
