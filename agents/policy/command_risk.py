@@ -72,11 +72,14 @@ class Finding:
     command: int | None = None
 
 
-def _braces(text: str) -> list[str]:
+def expand_braces(text: str) -> list[str]:
+    """bash brace expansion of ``text`` (``/a/{b,c}`` → ["/a/b", "/a/c"]); text unchanged
+    when it has none. Ranges (``{1..3}``) are left as written."""
     m = re.match(r"^(.*?)\{([^{}]*,[^{}]*)\}(.*)$", text)
     if not m:
         return [text]
-    return [x for alt in m.group(2).split(",") for x in _braces(m.group(1) + alt + m.group(3))]
+    return [x for alt in m.group(2).split(",")
+            for x in expand_braces(m.group(1) + alt + m.group(3))]
 
 
 def floor_target(target: str, cwd: str | None = None) -> bool:
@@ -84,7 +87,7 @@ def floor_target(target: str, cwd: str | None = None) -> bool:
     (SYSTEM_DIRS), a home directory (``~``, ``~user``, ``$HOME``), or a glob of their
     entries (``/*``, ``~/.*``). ``..``, ``.``, repeated slashes and braces are resolved
     lexically; a relative target counts only when ``cwd`` is a literal ``cd`` target."""
-    for t in _braces(target):
+    for t in expand_braces(target):
         t = re.sub(r"^(\$HOME|\$\{HOME\})", "~", t.strip())
         if not t.startswith(("/", "~")):
             if cwd is None:

@@ -13,11 +13,12 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+from fnmatch import fnmatchcase
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from agents.policy.command_forms import decode_ansi_c
-from agents.policy.command_risk import home_config_file, write_targets
+from agents.policy.command_risk import expand_braces, home_config_file, write_targets
 from agents.policy.command_scripts import read_workspace_file
 from agents.policy.command_tables import UNKNOWN_CWD
 from agents.tools.steering import PROTECTED_NAMES
@@ -35,6 +36,8 @@ def resolve_path(path: str, ctx: PolicyContext, cwd: str | None = None) -> tuple
     text = re.sub(r"^(\$HOME|\$\{HOME\})(?=/|$)", "~", path)
     if text == "~" or text.startswith("~/"):
         text = posixpath.join(base, text[2:])
+    elif re.match(r"^~[\w.-]+(/|$)", text):
+        text = os.path.expanduser(text)  # ``~user/...``: that user's home, as bash does
     elif cwd and not text.startswith("/"):
         text = posixpath.join(resolve_path(cwd, ctx)[0], text)
     lexical = posixpath.normpath(posixpath.join(base, text))
@@ -103,9 +106,22 @@ def _app_config(real: str, command: int) -> _PathFinding:
 
 
 _PATH_LIKE = re.compile(r"(?<![\w.~/$%@+-])(?:~(?=/|$)|\.{1,2}(?=/|$)|/)"
-                        r"[^\s'\"`;|&<>(){}\[\],:=*?!^$\\]*")
+                        r"[^\s'\"`;|&<>(){},:=!^$\\]*")
 """An absolute, ``~``-, ``.``- or ``..``-relative path inside a longer text (a code string, a
 ``key=value``, an option's attached value): starts where no path or name character is."""
+_REL_WITH_DOTDOT = re.compile(r"(?<![\w.~/$%@+-])[\w.-]+/[^\s'\"`;|&<>(){},:=!^$\\]*")
+"""A relative path inside a text; kept only when a ``..`` component climbs out of it."""
+
+
+def _paths_in(text: str) -> list[str]:
+    """Path-like substrings of ``text``: absolute, ``~``/``.``/``..``-relative, and relative
+    paths with a ``..`` component (``sub/../../3/x``)."""
+    out = [m.group(0) for m in _PATH_LIKE.finditer(text)]
+    out += [m.group(0) for m in _REL_WITH_DOTDOT.finditer(text)
+            if ".." in m.group(0).split("/")]
+    return out
+
+
 _JOINS = re.compile(r"""(['"])\s*(?:\+|\.|\.\.)?\s*\1""")
 _COMMA_JOINS = re.compile(r"""(['"])\s*,\s*\1""")
 
@@ -143,7 +159,7 @@ def _word_paths(word: str) -> list[str]:
         if commas != text:
             texts.append(commas)
     for text in texts:
-        out += [m.group(0) for m in _PATH_LIKE.finditer(text)]
+        out += _paths_in(text)
     return list(dict.fromkeys(p for p in out if p))
 
 
@@ -158,13 +174,59 @@ def _mode_targets(cmd: SimpleCommand) -> tuple[str, ...]:
     return ()
 
 
+_GLOB = re.compile(r"[*?]|\[[^\]]*\]")
+
+
+def _glob_reaches(pattern: str, root: str) -> bool:
+    """Could the glob ``pattern`` (absolute, normalised) name ``root`` or a path inside it?
+    Component by component, as the shell matches (``/s?v/herm*/data/x`` reaches
+    ``/srv/hermes/data``); a pattern with fewer components than ``root`` names an ancestor,
+    not ``root`` (a recursive program on it is judged by _recursive_findings)."""
+    pat = [c for c in pattern.split("/") if c]
+    parts = [c for c in root.split("/") if c]
+    return len(pat) >= len(parts) and all(fnmatchcase(r, p) for r, p in zip(parts, pat))
+
+
+def _glob_ancestor(pattern: str, root: str) -> bool:
+    """Could the glob ``pattern`` name a proper ancestor of ``root`` (``/s*`` of /srv/app)?"""
+    pat = [c for c in pattern.split("/") if c]
+    parts = [c for c in root.split("/") if c]
+    return len(pat) < len(parts) and all(fnmatchcase(r, p) for r, p in zip(parts, pat))
+
+
+def _glob_literal_prefix(pattern: str) -> str:
+    """The directories of ``pattern`` before its first glob character (``/a/b*/c`` → /a)."""
+    out: list[str] = []
+    for c in pattern.split("/")[1:]:
+        if _GLOB.search(c):
+            break
+        out.append(c)
+    return "/" + "/".join(out)
+
+
+def _glob_hits(lexical: str, roots: tuple[str, ...], workspace: str) -> bool:
+    """A glob path that may expand into one of ``roots`` (none when the glob starts inside
+    the session's own workspace: ``~/*.py``)."""
+    if not _GLOB.search(lexical) or is_within(_glob_literal_prefix(lexical), workspace):
+        return False
+    return any(_glob_reaches(lexical, r) or _glob_reaches(lexical, os.path.realpath(r))
+               for r in roots)
+
+
+def _sensitive(real: str, lexical: str, ctx: PolicyContext, workspace: str) -> bool:
+    """is_sensitive, also for a glob that may expand into a config or credential path."""
+    return is_sensitive(real, ctx) or _glob_hits(
+        lexical, (*ctx.app_config_paths, *ctx.sensitive_paths), workspace)
+
+
 def _private(real: str, lexical: str, ctx: PolicyContext, workspace: str) -> bool:
     """Inside the app's data, code, other workspaces or HERMES home (and not inside this
-    session's own workspace)."""
-    if is_within(real, workspace):
+    session's own workspace); a glob counts when it may expand into one of them."""
+    if is_within(real, workspace) and not _GLOB.search(lexical):
         return False
     return any(is_within(real, os.path.realpath(p)) or is_within(lexical, p)
-               for p in ctx.private_paths)
+               for p in ctx.private_paths) and not is_within(real, workspace) or _glob_hits(
+        lexical, ctx.private_paths, workspace)
 
 
 def path_findings(parsed: ParsedCommand, ctx: PolicyContext, workspace: str,
@@ -196,7 +258,8 @@ def path_findings(parsed: ParsedCommand, ctx: PolicyContext, workspace: str,
                     break
         if not host:
             continue
-        writes = [*write_targets(cmd), *_mode_targets(cmd)]
+        writes = [b for t in (*write_targets(cmd), *_mode_targets(cmd))
+                  for b in expand_braces(t)]
         for t in writes:
             if _QUIET_DEVICES.match(t):
                 continue
@@ -205,7 +268,7 @@ def path_findings(parsed: ParsedCommand, ctx: PolicyContext, workspace: str,
                                         "from a working directory that cannot be known", i))
                 continue
             lexical, real = resolve_path(t, ctx, cwd)
-            if is_sensitive(real, ctx):
+            if _sensitive(real, lexical, ctx, workspace):
                 out.append(_app_config(real, i))
             elif _private(real, lexical, ctx, workspace):
                 out.append(_PathFinding("hardline", "private_write", "app_config",
@@ -228,17 +291,17 @@ def path_findings(parsed: ParsedCommand, ctx: PolicyContext, workspace: str,
         words = [w for layer in cmd.layers for w in layer[1:]]
         words += [*cmd.options, *cmd.assigns, *(t for _, t in cmd.redirects)]
         if cmd.stdin_text:
-            words += [m.group(0) for m in _PATH_LIKE.finditer(cmd.stdin_text)]
+            words += _paths_in(cmd.stdin_text)
         for text in _argument_files(cmd, parsed.commands[i - 1] if i else None, workspace):
-            words += [m.group(0) for m in _PATH_LIKE.finditer(text)]
+            words += _paths_in(text)
         seen: set[str] = set()
         for w in dict.fromkeys(words):
-            for path in _word_paths(w):
+            for path in (b for p in _word_paths(w) for b in expand_braces(p)):
                 if path in seen or unknown and not path.startswith(("/", "~")):
                     continue
                 seen.add(path)
                 lexical, real = resolve_path(path, ctx, cwd)
-                if is_sensitive(real, ctx):
+                if _sensitive(real, lexical, ctx, workspace):
                     out.append(_app_config(real, i))
                 elif _private(real, lexical, ctx, workspace):
                     out.append(_PathFinding("ask", "private_read", "host_read",
@@ -338,14 +401,17 @@ def _recursive_findings(cmd: SimpleCommand, index: int, ctx: PolicyContext, work
     private = [os.path.realpath(p) for p in (*ctx.private_paths, *ctx.app_config_paths,
                                              *ctx.sensitive_paths)]
     out: list[_PathFinding] = []
-    for root in roots:
-        _, real = resolve_path(root.rstrip("*") or root, ctx,
-                               None if cmd.cwd == UNKNOWN_CWD else cmd.cwd)
-        if is_within(real, workspace):
-            continue
-        below = list(dict.fromkeys(p for p in private if p != real and is_within(p, real)
-                                   and not is_within(p, workspace)))
-        if mode == "write" and not below and any(is_within(real, p) for p in private):
+    for root in (b for r in roots for b in expand_braces(r)):
+        lexical, real = resolve_path(root.rstrip("*") or root, ctx,
+                                     None if cmd.cwd == UNKNOWN_CWD else cmd.cwd)
+        globbed = bool(_GLOB.search(lexical)) and not is_within(
+            _glob_literal_prefix(lexical), workspace)
+        if is_within(real, workspace) and not globbed:
+            continue  # ``rm -rf *``, ``find . -exec``: the session's own files
+        below = list(dict.fromkeys(p for p in private if not is_within(p, workspace) and (
+            p != real and is_within(p, real) or globbed and _glob_ancestor(lexical, p))))
+        if mode == "write" and not below and any(
+                is_within(real, p) or globbed and _glob_reaches(lexical, p) for p in private):
             below = [real]  # ``find <private dir> -delete``: the tree itself is private
         if not below:
             continue

@@ -4,7 +4,7 @@ users' workspaces) anywhere never gets "allow": reads ask (the app's own config 
 secrets are denied), writes are denied. Generated spellings: operand forms (``key=PATH``,
 ``--opt=PATH``, option arguments such as ``git -C``), code strings of interpreters, shell
 payloads, assignments, heredocs, file lists, quoting and path forms (``..``, ``~``,
-``/proc/self/root``, ``$'\\x2f'``), wrappers; and recursive programs rooted at an ancestor
+``/proc/self/root``, ``$'\\x2f'``, globs, braces), wrappers; and recursive programs rooted at an ancestor
 of a private path. The false-positive side: the same forms on the session's own
 workspace, /usr and system files stay allowed.
 
@@ -58,7 +58,10 @@ def spellings(target: Path) -> list[str]:
     absolute = str(target)
     out = [absolute, f"{target.parent}/../{target.parent.name}/{target.name}",
            f"/proc/self/root{absolute}", absolute.replace("/", "//", 1),
-           "$'\\x2f'" + absolute[1:], f"'{absolute}'", f'"{absolute}"']
+           "$'\\x2f'" + absolute[1:], f"'{absolute}'", f'"{absolute}"',
+           absolute[:-1] + "?", f"{target.parent}/[{target.name[0]}]{target.name[1:]}",
+           f"{target.parent}/{{{target.name},nothing}}",
+           f"{ROOT.parent}/{ROOT.name[:-2]}*/{target.relative_to(ROOT)}"]
     if rel is not None:
         out += [str(rel), f"~/{rel}", f"$HOME/{rel}", f"./{rel}", f"sub/../{rel}"]
     return out
@@ -240,3 +243,10 @@ def test_ordinary_paths_in_the_same_forms_stay_allowed(command):
 def test_the_sandbox_backend_is_not_judged_by_host_paths():
     isolated = replace(CTX, backend_isolated=True)
     assert check_command(f"git -C {OTHER} status", isolated).verdict == "allow"
+
+
+@pytest.mark.parametrize("command", ["rm -rf *", "rm -rf sub/*", "find . -delete",
+                                     "chmod -R 777 sub", "find sub -name '*.pyc' -delete"])
+def test_recursive_writes_in_the_own_workspace_keep_their_usual_ask(command):
+    d = check_command(command, CTX)
+    assert d.verdict == "ask" and d.rule != "private_write", (command, d)
