@@ -6,6 +6,20 @@ resolved file, never the path as typed (failure cases B32, B33; issue 8 finding 
 host backend: writes outside the workspace ask, writes into the app's data, code or another
 workspace are denied, reads there ask. On every backend: deleting the workspace or most of
 it asks (the workspace is a writable host mount; issue 8 item 3). Used by agents/policy/__init__.py.
+
+"By any spelling" means more than modelled operands: every word of every wrapper layer,
+git's global options, ``NAME=value`` prefixes, ``key=value`` and ``--opt=value`` values,
+attached option values (``-C/dir``), every path-like substring of a word or of a heredoc
+(code strings: ``python3 -c "open('/d/x')"``, with backslash escapes decoded and string
+concatenation undone), brace expansions and globs that may expand into a private path,
+and the lines of workspace files that become arguments (``xargs cat < list``) are
+resolved; a private path named anywhere is at least a read (asks). A recursive program
+rooted at ``/`` or another ancestor of a private path (``find / -exec``, ``grep -r x /``,
+``tar -cf - /``) reads it (asks); a recursive change there (``find / -delete``,
+``chmod -R``) writes it (denied). A plain listing (``find / -name x``, ``ls -R /``) reads
+names only and is not counted. What cannot be seen without running the command (a path
+computed at run time, read from a file outside the workspace, or built in code by
+arithmetic) is beyond this module: the backend's confinement is the other half.
 """
 
 from __future__ import annotations
