@@ -326,7 +326,8 @@ def path_findings(parsed: ParsedCommand, ctx: PolicyContext, workspace: str,
                     out.append(_PathFinding("ask", "host_secret", "host_read",
                                             f"reads {lexical}: another process's environment "
                                             "or a host secret", i))
-        out += _recursive_findings(cmd, i, ctx, workspace)
+        out += _recursive_findings(cmd, i, ctx, workspace,
+                                   parsed.commands[i - 1] if i else None)
     return out
 
 
@@ -378,6 +379,13 @@ _RECURSIVE_WRITERS = frozenset({"chmod", "chown", "chgrp", "rm", "shred"})
 _FIND_READ_ACTIONS = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
 
 
+def _recursive_roots(cmd: SimpleCommand) -> list[str]:
+    """The starting points of a ``find`` (``.`` when none is given)."""
+    args = cmd.argv[1:]
+    end = next((k for k, a in enumerate(args) if a.startswith(("-", "(", "!"))), len(args))
+    return list(args[:end]) or ["."]
+
+
 def _recursive(cmd: SimpleCommand) -> tuple[list[str], str] | None:
     """(the trees ``cmd`` walks, "read" / "write"), when it reads file contents or changes
     files below its operands; None otherwise. A plain ``find`` (or ``ls -R``, ``du``) only
@@ -386,7 +394,7 @@ def _recursive(cmd: SimpleCommand) -> tuple[list[str], str] | None:
     name, args = cmd.name, cmd.argv[1:]
     if name == "find":
         end = next((k for k, a in enumerate(args) if a.startswith(("-", "(", "!"))), len(args))
-        roots = list(args[:end]) or ["."]
+        roots = _recursive_roots(cmd)
         runs = [a for a in args if a in _FIND_READ_ACTIONS]
         if "-delete" in args or runs and "rm" in args[end:]:
             return roots, "write"
@@ -402,12 +410,31 @@ def _recursive(cmd: SimpleCommand) -> tuple[list[str], str] | None:
     return None
 
 
-def _recursive_findings(cmd: SimpleCommand, index: int, ctx: PolicyContext, workspace: str
-                        ) -> list[_PathFinding]:
+def _find_hunts(cmd: SimpleCommand, ctx: PolicyContext) -> bool:
+    """A ``find`` whose name test matches a private or secret file's name (``find / -name
+    secret_key``): its output leads a later command (``| xargs cat``, ``$(...)``) there."""
+    args = cmd.argv[1:]
+    names = {os.path.basename(p.rstrip("/")) for p in (*ctx.app_config_paths,
+                                                        *ctx.sensitive_paths)}
+    tests = [args[k + 1] for k, a in enumerate(args[:-1])
+             if a in ("-name", "-iname", "-path", "-ipath", "-wholename", "-iwholename")]
+    return any(fnmatchcase(n.lower() if t.islower() else n, t.rsplit("/", 1)[-1] or t)
+               for t in tests for n in names)
+
+
+def _recursive_findings(cmd: SimpleCommand, index: int, ctx: PolicyContext, workspace: str,
+                        previous: SimpleCommand | None = None) -> list[_PathFinding]:
     """A recursive read or write rooted at ``/`` or at any other ancestor of a private path
     (``find / -exec cat {} +``, ``grep -r x /``, ``chmod -R 777 /srv``) reaches that private
-    path: a read asks, a write is denied, naming the private paths below the root."""
+    path: a read asks, a write is denied, naming the private paths below the root. A find
+    that only lists counts as a read when its names feed xargs (``find / | xargs cat``) or
+    its name test hunts a secret file (``cat $(find / -name secret_key)``)."""
     found = _recursive(cmd)
+    if found is None and cmd.name == "find" and _find_hunts(cmd, ctx):
+        found = _recursive_roots(cmd), "read"
+    if found is None and previous is not None and previous.name == "find" and \
+            cmd.stdin == "pipe" and any(layer[0] == "xargs" for layer in cmd.layers):
+        cmd, found = previous, (_recursive_roots(previous), "read")
     if found is None or cmd.cwd == UNKNOWN_CWD and not all(
             r.startswith(("/", "~")) for r in found[0]):
         return []

@@ -250,3 +250,18 @@ def test_the_sandbox_backend_is_not_judged_by_host_paths():
 def test_recursive_writes_in_the_own_workspace_keep_their_usual_ask(command):
     d = check_command(command, CTX)
     assert d.verdict == "ask" and d.rule != "private_write", (command, d)
+
+
+@pytest.mark.parametrize("command", [
+    "cat $(find / -name secret_key)", "find / -name 'secret*' | xargs cat",
+    f"find {ROOT} -name notes.txt | xargs cat", "find / -iname SECRET_KEY -print0 | xargs -0 cat",
+])
+def test_a_listing_find_that_feeds_a_reader_or_hunts_a_secret_asks(command):
+    assert verdict(command) == "ask", command
+
+
+@pytest.mark.parametrize("command", ["find / -name libc.so.6", "find / -name '*.conf'",
+                                     "find /usr -name '*.h' | xargs grep foo",
+                                     "find . -name '*.py' | xargs grep foo"])
+def test_a_listing_find_elsewhere_stays_allowed(command):
+    assert verdict(command) == "allow", command
