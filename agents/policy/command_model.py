@@ -29,6 +29,9 @@ class SimpleCommand:
     options: tuple[str, ...] = ()
     """git's global options (``-C dir``, ``-c key=value``), dropped from ``layers`` so rules
     read the subcommand, kept here and in ``display`` so an exact rule sees them."""
+    assigns: tuple[str, ...] = ()
+    """``NAME=value`` words placed before the command (``X=/path sh -c 'cat $X'``): not
+    argv, but the program sees them, so the path checks read their values too."""
 
     @property
     def argv(self) -> tuple[str, ...]:

@@ -72,11 +72,14 @@ class Finding:
     command: int | None = None
 
 
-def _braces(text: str) -> list[str]:
+def expand_braces(text: str) -> list[str]:
+    """bash brace expansion of ``text`` (``/a/{b,c}`` → ["/a/b", "/a/c"]); text unchanged
+    when it has none. Ranges (``{1..3}``) are left as written."""
     m = re.match(r"^(.*?)\{([^{}]*,[^{}]*)\}(.*)$", text)
     if not m:
         return [text]
-    return [x for alt in m.group(2).split(",") for x in _braces(m.group(1) + alt + m.group(3))]
+    return [x for alt in m.group(2).split(",")
+            for x in expand_braces(m.group(1) + alt + m.group(3))]
 
 
 def floor_target(target: str, cwd: str | None = None) -> bool:
@@ -84,7 +87,7 @@ def floor_target(target: str, cwd: str | None = None) -> bool:
     (SYSTEM_DIRS), a home directory (``~``, ``~user``, ``$HOME``), or a glob of their
     entries (``/*``, ``~/.*``). ``..``, ``.``, repeated slashes and braces are resolved
     lexically; a relative target counts only when ``cwd`` is a literal ``cd`` target."""
-    for t in _braces(target):
+    for t in expand_braces(target):
         t = re.sub(r"^(\$HOME|\$\{HOME\})", "~", t.strip())
         if not t.startswith(("/", "~")):
             if cwd is None:
@@ -101,6 +104,11 @@ def floor_target(target: str, cwd: str | None = None) -> bool:
     return False
 
 
+_OUTPUT_LONG = frozenset({"--output", "--output-document", "--target-directory",
+                          "--directory-prefix", "--outfile", "--out-file", "--output-file"})
+"""Long options whose value is a file or directory the program writes, whatever it is."""
+
+
 def write_targets(cmd: SimpleCommand) -> tuple[str, ...]:
     """Paths ``cmd`` writes, truncates, moves or deletes (redirections, tee, cp/mv/ln/install
     destinations, sed -i / perl -i files, dd of=, rm, touch, truncate, OUTPUT_FLAGS)."""
@@ -113,7 +121,10 @@ def write_targets(cmd: SimpleCommand) -> tuple[str, ...]:
         out += ops
     elif name in ("cp", "ln", "install", "rsync", "scp"):
         t = next((args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-t",
-                  "--target-directory")), None)
+                  "--target-directory")), None) or next(
+            (a.split("=", 1)[1] or None for a in args if a.startswith("--target-directory=")),
+            None) or next((a[2:] for a in args if a.startswith("-t") and len(a) > 2
+                           and name != "rsync"), None)
         out += [t] if t else ops[-1:] if len(ops) >= 2 else []
     elif name in ("sed", "perl") and any(a.startswith(("-i", "--in-place", "-pi")) for a in args):
         out += ops if "-e" in args else ops[1:]
@@ -121,6 +132,31 @@ def write_targets(cmd: SimpleCommand) -> tuple[str, ...]:
         out += [a[3:] for a in args if a.startswith("of=")]
     elif name in OUTPUT_FLAGS:  # curl -o, wget -O, sort -o (second-user attack A2)
         out += [args[i + 1] for i, a in enumerate(args[:-1]) if a in OUTPUT_FLAGS[name]]
+    elif name == "tar" and (any(a in ("-x", "--extract", "--get") for a in args)
+                            or args[:1] and not args[0].startswith("-") and "x" in args[0]
+                            or any(re.fullmatch(r"-[A-Za-z]*x[A-Za-z]*", a) for a in args)):
+        # extracting writes into -C DIR / --directory=DIR (else the working directory)
+        out += [args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-C", "--directory")]
+        out += [a.split("=", 1)[1] for a in args if a.startswith("--directory=")]
+    if name == "tar" and (any(a in ("-c", "--create", "-r", "--append", "-u", "--update")
+                              for a in args)
+                          or args[:1] and not args[0].startswith("-") and "c" in args[0]
+                          or any(re.fullmatch(r"-[A-Za-z]*[cru][A-Za-z]*", a) for a in args)):
+        # creating or appending writes the archive named by -f / --file
+        for k, a in enumerate(args[:-1]):
+            if re.fullmatch(r"-?[A-Za-z]*f[A-Za-z]*", a) and (a.startswith("-") or k == 0) \
+                    or a == "--file":
+                out.append(args[k + 1])
+        out += [a.split("=", 1)[1] for a in args if a.startswith("--file=")]
+    elif name == "unzip":
+        out += [args[i + 1] for i, a in enumerate(args[:-1]) if a == "-d"]
+    elif name == "find":
+        out += [args[i + 1] for i, a in enumerate(args[:-1])
+                if a in ("-fprint", "-fprint0", "-fls", "-fprintf")]
+    # long output options of any program (``--output=FILE``, ``--target-directory=DIR``)
+    out += [a.split("=", 1)[1] for a in args if a.split("=", 1)[0] in _OUTPUT_LONG
+            and "=" in a and a.split("=", 1)[1] and name not in ("cp", "ln", "install",
+                                                                   "rsync", "scp")]
     return tuple(out)
 
 

@@ -136,6 +136,15 @@ class _Walker(HookWalker):
             if child.kind in ("operator", "reservedword", "pipe"):
                 continue
             outs.append(self.walk(child, depth, stdin, piped))
+        if kind == "compound" and getattr(node, "redirects", None):
+            # ``{ ...; } > f``, ``while ...; done < f``: the group's redirections apply to
+            # every command in it; register them as ``:`` so the floor and the path checks
+            # see the file written or read (as for a command that is only a redirect).
+            reds = tuple((r.type, self.word(r.output, depth).text) for r in node.redirects
+                         if getattr(r, "heredoc", None) is None and r.type != "<<<"
+                         and not isinstance(r.output, int))
+            if reds:
+                self.argv([Word(":")], depth, "", None, reds)
         if kind in ("list", "compound") and outs and all(o is not None for o in outs):
             return "".join(o for o in outs if o)
         return None
@@ -220,10 +229,12 @@ class _Walker(HookWalker):
         mode = "pipe" if piped else "heredoc" if heredoc is not None else (
             "file" if any(op == "<" for op, _ in redirects) else "")
         data = stdin if piped else heredoc
-        return self.argv(words, depth, mode, data, tuple(redirects))
+        return self.argv(words, depth, mode, data, tuple(redirects),
+                         assigns=tuple(f"{n}={v.text}" for n, v in assigns))
 
     def argv(self, words: list[Word], depth: int, mode: str, data: str | None,
-             redirects: tuple[tuple[str, str], ...]) -> str | None:
+             redirects: tuple[tuple[str, str], ...], assigns: tuple[str, ...] = ()
+             ) -> str | None:
         """Register one simple command (wrappers peeled into layers) and follow what it
         runs: shell payloads, scripts, eval, find -exec, awk system(), editor ``!``, tar
         checkpoint actions, git aliases, at, ssh, env-var hooks, unknown wrappers."""
@@ -270,7 +281,7 @@ class _Walker(HookWalker):
             return ""
         inner = [w for w in (current or [])]
         cmd = SimpleCommand(layers=tuple(layers), redirects=redirects, stdin=mode,
-                            stdin_text=data, cwd=self.cwd,
+                            stdin_text=data, cwd=self.cwd, assigns=assigns,
                             options=git_globals(tuple(w.text for w in words)))
         self.commands.append(cmd)
         name = cmd.name

@@ -6,6 +6,20 @@ resolved file, never the path as typed (failure cases B32, B33; issue 8 finding 
 host backend: writes outside the workspace ask, writes into the app's data, code or another
 workspace are denied, reads there ask. On every backend: deleting the workspace or most of
 it asks (the workspace is a writable host mount; issue 8 item 3). Used by agents/policy/__init__.py.
+
+"By any spelling" means more than modelled operands: every word of every wrapper layer,
+git's global options, ``NAME=value`` prefixes, ``key=value`` and ``--opt=value`` values,
+attached option values (``-C/dir``), every path-like substring of a word or of a heredoc
+(code strings: ``python3 -c "open('/d/x')"``, with backslash escapes decoded and string
+concatenation undone), brace expansions and globs that may expand into a private path,
+and the lines of workspace files that become arguments (``xargs cat < list``) are
+resolved; a private path named anywhere is at least a read (asks). A recursive program
+rooted at ``/`` or another ancestor of a private path (``find / -exec``, ``grep -r x /``,
+``tar -cf - /``) reads it (asks); a recursive change there (``find / -delete``,
+``chmod -R``) writes it (denied). A plain listing (``find / -name x``, ``ls -R /``) reads
+names only and is not counted. What cannot be seen without running the command (a path
+computed at run time, read from a file outside the workspace, or built in code by
+arithmetic) is beyond this module: the backend's confinement is the other half.
 """
 
 from __future__ import annotations
@@ -13,10 +27,13 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+from fnmatch import fnmatchcase
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from agents.policy.command_risk import home_config_file, write_targets
+from agents.policy.command_forms import decode_ansi_c
+from agents.policy.command_risk import expand_braces, home_config_file, write_targets
+from agents.policy.command_scripts import read_workspace_file
 from agents.policy.command_tables import UNKNOWN_CWD
 from agents.tools.steering import PROTECTED_NAMES
 
@@ -33,6 +50,8 @@ def resolve_path(path: str, ctx: PolicyContext, cwd: str | None = None) -> tuple
     text = re.sub(r"^(\$HOME|\$\{HOME\})(?=/|$)", "~", path)
     if text == "~" or text.startswith("~/"):
         text = posixpath.join(base, text[2:])
+    elif re.match(r"^~[\w.-]+(/|$)", text):
+        text = os.path.expanduser(text)  # ``~user/...``: that user's home, as bash does
     elif cwd and not text.startswith("/"):
         text = posixpath.join(resolve_path(cwd, ctx)[0], text)
     lexical = posixpath.normpath(posixpath.join(base, text))
@@ -100,13 +119,62 @@ def _app_config(real: str, command: int) -> _PathFinding:
                         "own configuration, database or a credential file", command)
 
 
+_PATH_LIKE = re.compile(r"(?<![\w.~/$%@+-])(?:~(?=/|$)|\.{1,2}(?=/|$)|/)"
+                        r"[^\s'\"`;|&<>(){},:=!^$\\]*")
+"""An absolute, ``~``-, ``.``- or ``..``-relative path inside a longer text (a code string, a
+``key=value``, an option's attached value): starts where no path or name character is."""
+_REL_WITH_DOTDOT = re.compile(r"(?<![\w.~/$%@+-])[\w.-]+/[^\s'\"`;|&<>(){},:=!^$\\]*")
+"""A relative path inside a text; kept only when a ``..`` component climbs out of it."""
+
+
+def _paths_in(text: str) -> list[str]:
+    """Path-like substrings of ``text``: absolute, ``~``/``.``/``..``-relative, and relative
+    paths with a ``..`` component (``sub/../../3/x``)."""
+    out = [m.group(0) for m in _PATH_LIKE.finditer(text)]
+    out += [m.group(0) for m in _REL_WITH_DOTDOT.finditer(text)
+            if ".." in m.group(0).split("/")]
+    return out
+
+
+_JOINS = re.compile(r"""(['"])\s*(?:\+|\.|\.\.)?\s*\1""")
+_COMMA_JOINS = re.compile(r"""(['"])\s*,\s*\1""")
+
+
 def _word_paths(word: str) -> list[str]:
-    """The path a word may name: itself, the value of ``--opt=path``, a ``file:`` URI."""
+    """Every path a word may name (candidates; the caller resolves them): the word itself,
+    the value of ``--opt=path`` / ``key=path`` (``if=``, ``--git-dir=``), an option's attached
+    value (``-C/dir``), a ``file:`` URI, and every absolute / ``~`` / ``..`` path inside it
+    (quoted code: ``open('/d/x')``), also after decoding backslash escapes (``'\x2fd'``) and
+    undoing string concatenation (``'/d' + '/x'``, ``'/d' '/x'``, ``join('/d', 'x')``).
+    Shapes: str -> list[str], in order, without duplicates. Source: the brief "by any
+    spelling" of issue 8 finding 2 (paths.py module docstring)."""
+    if not word:
+        return []
+    out: list[str] = []
     if word.startswith("-"):
-        return [word.split("=", 1)[1]] if "=" in word and len(word.split("=", 1)[1]) else []
-    if word.startswith("file:"):
-        return [word[5:].split("?", 1)[0]]
-    return [word] if word else []
+        if "=" in word and word.split("=", 1)[1]:
+            out.append(word.split("=", 1)[1])
+        m = re.match(r"^-[A-Za-z](.+)$", word)
+        if m and m.group(1).startswith(("/", "~", "..")):
+            out.append(m.group(1))
+    elif word.startswith("file:"):
+        out.append(word[5:].split("?", 1)[0])
+    else:
+        out.append(word)
+    out += [v for v in word.split("=")[1:] if v]
+    texts = [word]
+    if "\\" in word:
+        texts.append(decode_ansi_c(word))
+    for text in list(texts):
+        joined = _JOINS.sub("", text)
+        if joined != text:
+            texts.append(joined)
+        commas = _COMMA_JOINS.sub("/", text)
+        if commas != text:
+            texts.append(commas)
+    for text in texts:
+        out += _paths_in(text)
+    return list(dict.fromkeys(p for p in out if p))
 
 
 def _mode_targets(cmd: SimpleCommand) -> tuple[str, ...]:
@@ -120,13 +188,59 @@ def _mode_targets(cmd: SimpleCommand) -> tuple[str, ...]:
     return ()
 
 
+_GLOB = re.compile(r"[*?]|\[[^\]]*\]")
+
+
+def _glob_reaches(pattern: str, root: str) -> bool:
+    """Could the glob ``pattern`` (absolute, normalised) name ``root`` or a path inside it?
+    Component by component, as the shell matches (``/s?v/herm*/data/x`` reaches
+    ``/srv/hermes/data``); a pattern with fewer components than ``root`` names an ancestor,
+    not ``root`` (a recursive program on it is judged by _recursive_findings)."""
+    pat = [c for c in pattern.split("/") if c]
+    parts = [c for c in root.split("/") if c]
+    return len(pat) >= len(parts) and all(fnmatchcase(r, p) for r, p in zip(parts, pat))
+
+
+def _glob_ancestor(pattern: str, root: str) -> bool:
+    """Could the glob ``pattern`` name a proper ancestor of ``root`` (``/s*`` of /srv/app)?"""
+    pat = [c for c in pattern.split("/") if c]
+    parts = [c for c in root.split("/") if c]
+    return len(pat) < len(parts) and all(fnmatchcase(r, p) for r, p in zip(parts, pat))
+
+
+def _glob_literal_prefix(pattern: str) -> str:
+    """The directories of ``pattern`` before its first glob character (``/a/b*/c`` → /a)."""
+    out: list[str] = []
+    for c in pattern.split("/")[1:]:
+        if _GLOB.search(c):
+            break
+        out.append(c)
+    return "/" + "/".join(out)
+
+
+def _glob_hits(lexical: str, roots: tuple[str, ...], workspace: str) -> bool:
+    """A glob path that may expand into one of ``roots`` (none when the glob starts inside
+    the session's own workspace: ``~/*.py``)."""
+    if not _GLOB.search(lexical) or is_within(_glob_literal_prefix(lexical), workspace):
+        return False
+    return any(_glob_reaches(lexical, r) or _glob_reaches(lexical, os.path.realpath(r))
+               for r in roots)
+
+
+def _sensitive(real: str, lexical: str, ctx: PolicyContext, workspace: str) -> bool:
+    """is_sensitive, also for a glob that may expand into a config or credential path."""
+    return is_sensitive(real, ctx) or _glob_hits(
+        lexical, (*ctx.app_config_paths, *ctx.sensitive_paths), workspace)
+
+
 def _private(real: str, lexical: str, ctx: PolicyContext, workspace: str) -> bool:
     """Inside the app's data, code, other workspaces or HERMES home (and not inside this
-    session's own workspace)."""
-    if is_within(real, workspace):
+    session's own workspace); a glob counts when it may expand into one of them."""
+    if is_within(real, workspace) and not _GLOB.search(lexical):
         return False
     return any(is_within(real, os.path.realpath(p)) or is_within(lexical, p)
-               for p in ctx.private_paths)
+               for p in ctx.private_paths) and not is_within(real, workspace) or _glob_hits(
+        lexical, ctx.private_paths, workspace)
 
 
 def path_findings(parsed: ParsedCommand, ctx: PolicyContext, workspace: str,
@@ -158,7 +272,8 @@ def path_findings(parsed: ParsedCommand, ctx: PolicyContext, workspace: str,
                     break
         if not host:
             continue
-        writes = [*write_targets(cmd), *_mode_targets(cmd)]
+        writes = [b for t in (*write_targets(cmd), *_mode_targets(cmd))
+                  for b in expand_braces(t)]
         for t in writes:
             if _QUIET_DEVICES.match(t):
                 continue
@@ -167,7 +282,7 @@ def path_findings(parsed: ParsedCommand, ctx: PolicyContext, workspace: str,
                                         "from a working directory that cannot be known", i))
                 continue
             lexical, real = resolve_path(t, ctx, cwd)
-            if is_sensitive(real, ctx):
+            if _sensitive(real, lexical, ctx, workspace):
                 out.append(_app_config(real, i))
             elif _private(real, lexical, ctx, workspace):
                 out.append(_PathFinding("hardline", "private_write", "app_config",
@@ -183,15 +298,24 @@ def path_findings(parsed: ParsedCommand, ctx: PolicyContext, workspace: str,
                 out.append(_PathFinding("ask", "home_config", "home_config",
                                         f"writes {real}, a shell or agent config file in the "
                                         "home directory", i))
-        words = [*cmd.argv[1:], *(t for _, t in cmd.redirects)]
-        for layer in cmd.layers[:-1]:
-            words += [w for w in layer[1:] if w.startswith("/")]
-        for w in words:
-            for path in _word_paths(w):
-                if unknown and not path.startswith(("/", "~")):
+        # Every word the command line hands any program, wrappers and their options
+        # included (``git -C d``, ``env X=/p sh -c 'cat $X'``, ``dd if=/p``), the text a
+        # program reads as code (a heredoc, a here-string, static stdin): a private path
+        # named anywhere is at least a read (issue 8 finding 2 "by any spelling").
+        words = [w for layer in cmd.layers for w in layer[1:]]
+        words += [*cmd.options, *cmd.assigns, *(t for _, t in cmd.redirects)]
+        if cmd.stdin_text:
+            words += _paths_in(cmd.stdin_text)
+        for text in _argument_files(cmd, parsed.commands[i - 1] if i else None, workspace):
+            words += _paths_in(text)
+        seen: set[str] = set()
+        for w in dict.fromkeys(words):
+            for path in (b for p in _word_paths(w) for b in expand_braces(p)):
+                if path in seen or unknown and not path.startswith(("/", "~")):
                     continue
+                seen.add(path)
                 lexical, real = resolve_path(path, ctx, cwd)
-                if is_sensitive(real, ctx):
+                if _sensitive(real, lexical, ctx, workspace):
                     out.append(_app_config(real, i))
                 elif _private(real, lexical, ctx, workspace):
                     out.append(_PathFinding("ask", "private_read", "host_read",
@@ -202,4 +326,146 @@ def path_findings(parsed: ParsedCommand, ctx: PolicyContext, workspace: str,
                     out.append(_PathFinding("ask", "host_secret", "host_read",
                                             f"reads {lexical}: another process's environment "
                                             "or a host secret", i))
+        out += _recursive_findings(cmd, i, ctx, workspace,
+                                   parsed.commands[i - 1] if i else None)
+    return out
+
+
+_LINE_CONSUMERS = frozenset({"xargs", "read", "mapfile", "readarray", ":"})
+_FILE_SUBSTITUTION = re.compile(r"\$\(\s*(?:cat\s+|<\s*)([^\s()<>;|&$`]+)\s*\)"
+                                r"|`\s*(?:cat\s+|<\s*)([^\s()<>;|&$`]+)\s*`")
+_FILE_PRINTERS = frozenset({"cat", "head", "tail", "sort", "uniq", "tac", "grep", "cut"})
+
+
+def _argument_files(cmd: SimpleCommand, previous: SimpleCommand | None, workspace: str
+                    ) -> list[str]:
+    """The text of workspace files whose contents become arguments of a command: the
+    input of xargs / read / mapfile / a loop (``xargs cat < list``, ``while read f; do cat
+    "$f"; done < list``, ``cat list | xargs cat``) and ``$(cat list)`` / ``$(< list)``
+    substitutions. Read with O_NOFOLLOW inside the workspace only (command_scripts);
+    an unreadable file gives nothing (its name was checked as a path already)."""
+    names = {layer[0] for layer in cmd.layers}
+    cwd = None if cmd.cwd == UNKNOWN_CWD else cmd.cwd
+    files: list[str] = []
+    if names & _LINE_CONSUMERS:
+        files += [t for op, t in cmd.redirects if op == "<"]
+        for layer in cmd.layers:
+            if layer[0] == "xargs":
+                files += [layer[k + 1] for k, a in enumerate(layer[:-1])
+                          if a in ("-a", "--arg-file")]
+                files += [a.split("=", 1)[1] for a in layer if a.startswith("--arg-file=")]
+        if cmd.stdin == "pipe" and previous is not None and previous.name in _FILE_PRINTERS:
+            files += [a for a in previous.argv[1:] if not a.startswith("-")]
+    for w in (w for layer in cmd.layers for w in layer[1:]):
+        files += [m.group(1) or m.group(2) for m in _FILE_SUBSTITUTION.finditer(w)]
+    out = []
+    for f in dict.fromkeys(files):
+        text = read_workspace_file(workspace, f, cwd)
+        if text:
+            out.append(text)
+    return out
+
+
+_RECURSE_FLAGS = {"grep": {"-r", "-R", "--recursive", "--dereference-recursive"},
+                  "egrep": {"-r", "-R"}, "fgrep": {"-r", "-R"},
+                  "cp": {"-r", "-R", "-a", "--recursive", "--archive"},
+                  "rsync": {"-r", "-a", "--recursive", "--archive"},
+                  "scp": {"-r"}, "zip": {"-r", "--recurse-paths"},
+                  "chmod": {"-R", "--recursive"}, "chown": {"-R", "--recursive"},
+                  "chgrp": {"-R", "--recursive"}, "rm": {"-r", "-R", "--recursive"},
+                  "shred": {"-r"}}
+_ALWAYS_RECURSE = frozenset({"rg", "ag", "ack", "tar", "bsdtar", "7z", "fd", "fdfind"})
+_RECURSIVE_WRITERS = frozenset({"chmod", "chown", "chgrp", "rm", "shred"})
+_FIND_READ_ACTIONS = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
+
+
+def _recursive_roots(cmd: SimpleCommand) -> list[str]:
+    """The starting points of a ``find`` (``.`` when none is given)."""
+    args = cmd.argv[1:]
+    end = next((k for k, a in enumerate(args) if a.startswith(("-", "(", "!"))), len(args))
+    return list(args[:end]) or ["."]
+
+
+def _recursive(cmd: SimpleCommand) -> tuple[list[str], str] | None:
+    """(the trees ``cmd`` walks, "read" / "write"), when it reads file contents or changes
+    files below its operands; None otherwise. A plain ``find`` (or ``ls -R``, ``du``) only
+    lists names and metadata: not a read of the files (decided: ``find / -name x`` stays
+    allowed; ``ls ..`` asks because ``..`` itself is private)."""
+    name, args = cmd.name, cmd.argv[1:]
+    if name == "find":
+        end = next((k for k, a in enumerate(args) if a.startswith(("-", "(", "!"))), len(args))
+        roots = _recursive_roots(cmd)
+        runs = [a for a in args if a in _FIND_READ_ACTIONS]
+        if "-delete" in args or runs and "rm" in args[end:]:
+            return roots, "write"
+        return (roots, "read") if runs else None
+    flags = {a.split("=", 1)[0] for a in args if a.startswith("--")}
+    flags |= {f"-{c}" for a in args if a.startswith("-") and not a.startswith("--")
+              for c in a[1:]}
+    if name in _ALWAYS_RECURSE or flags & _RECURSE_FLAGS.get(name, set()):
+        ops = [a for a in args if not a.startswith("-")]
+        if name in ("chmod", "chown", "chgrp"):
+            ops = ops[1:]
+        return ops, "write" if name in _RECURSIVE_WRITERS else "read"
+    return None
+
+
+def _find_hunts(cmd: SimpleCommand, ctx: PolicyContext) -> bool:
+    """A ``find`` whose name test matches a private or secret file's name (``find / -name
+    secret_key``): its output leads a later command (``| xargs cat``, ``$(...)``) there."""
+    args = cmd.argv[1:]
+    names = {os.path.basename(p.rstrip("/")) for p in (*ctx.app_config_paths,
+                                                        *ctx.sensitive_paths)}
+    tests = [args[k + 1] for k, a in enumerate(args[:-1])
+             if a in ("-name", "-iname", "-path", "-ipath", "-wholename", "-iwholename")]
+    return any(fnmatchcase(n.lower() if t.islower() else n, t.rsplit("/", 1)[-1] or t)
+               for t in tests for n in names)
+
+
+def _recursive_findings(cmd: SimpleCommand, index: int, ctx: PolicyContext, workspace: str,
+                        previous: SimpleCommand | None = None) -> list[_PathFinding]:
+    """A recursive read or write rooted at ``/`` or at any other ancestor of a private path
+    (``find / -exec cat {} +``, ``grep -r x /``, ``chmod -R 777 /srv``) reaches that private
+    path: a read asks, a write is denied, naming the private paths below the root. A find
+    that only lists counts as a read when its names feed xargs (``find / | xargs cat``) or
+    its name test hunts a secret file (``cat $(find / -name secret_key)``)."""
+    found = _recursive(cmd)
+    if found is None and cmd.name == "find" and _find_hunts(cmd, ctx):
+        found = _recursive_roots(cmd), "read"
+    if found is None and previous is not None and previous.name == "find" and \
+            cmd.stdin == "pipe" and any(layer[0] == "xargs" for layer in cmd.layers):
+        cmd, found = previous, (_recursive_roots(previous), "read")
+    if found is None or cmd.cwd == UNKNOWN_CWD and not all(
+            r.startswith(("/", "~")) for r in found[0]):
+        return []
+    roots, mode = found
+    private = [os.path.realpath(p) for p in (*ctx.private_paths, *ctx.app_config_paths,
+                                             *ctx.sensitive_paths)]
+    out: list[_PathFinding] = []
+    for root in (b for r in roots for b in expand_braces(r)):
+        lexical, real = resolve_path(root.rstrip("*") or root, ctx,
+                                     None if cmd.cwd == UNKNOWN_CWD else cmd.cwd)
+        globbed = bool(_GLOB.search(lexical)) and not is_within(
+            _glob_literal_prefix(lexical), workspace)
+        if is_within(real, workspace) and not globbed:
+            continue  # ``rm -rf *``, ``find . -exec``: the session's own files
+        below = list(dict.fromkeys(p for p in private if not is_within(p, workspace) and (
+            p != real and is_within(p, real) or globbed and _glob_ancestor(lexical, p))))
+        if mode == "write" and not below and any(
+                is_within(real, p) or globbed and _glob_reaches(lexical, p) for p in private):
+            below = [real]  # ``find <private dir> -delete``: the tree itself is private
+        if not below:
+            continue
+        shown = ", ".join(below[:3])
+        if mode == "write":
+            out.append(_PathFinding("hardline", "private_write", "app_config",
+                                    f"{cmd.name} changes everything under {real}, which "
+                                    f"holds {shown}: the application's own data, code or "
+                                    "other users' workspaces", index))
+        else:
+            out.append(_PathFinding("ask", "private_read", "host_read",
+                                    f"{cmd.name} reads everything under {real}, which holds "
+                                    f"{shown}: the application's own data or code or other "
+                                    "users' workspaces", index))
+        break
     return out
