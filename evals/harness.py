@@ -231,10 +231,22 @@ def _answer_questions(task: Task, sessions: list[Session], user, notes: list[str
     return acted
 
 
-def _drive(task: Task, root: Session, user, notes: list[str], budget: dict) -> None:
-    """Run every runnable turn of the lineage until the root's last turn is final."""
+def _drive(task: Task, root: Session, user, notes: list[str], budget: dict,
+           iteration_cap: int | None = None) -> None:
+    """Run every runnable turn of the lineage until the root's last turn is final.
+    ``iteration_cap`` (real-model lanes): stop driving once a turn has been charged more
+    iterations than its budget (a model that keeps asking questions or for approvals is
+    resumed again and again; the overrun is noted as a run that did not settle)."""
     for _ in range(MAX_DRIVE_ROUNDS):
         sessions = _lineage(root)
+        if iteration_cap is not None:
+            over = (Turn.objects.filter(session__in=sessions, iterations__gt=iteration_cap)
+                    .order_by("id").first())
+            if over is not None:
+                notes.append(f"the task did not settle: a turn was charged {over.iterations} "
+                             f"iterations, over its budget of {iteration_cap} (resumed after "
+                             f"each answer or approval); the runner stopped driving it")
+                return
         ran = False
         for session in sessions:
             if turn_runnable(session=session):
@@ -373,6 +385,7 @@ def run_task(task: Task, *, simulator=None, rep: int = 1, policy=reference_polic
             simulator.state.configure(context_window=window)
             simulator.state.script = Script(TaskScript(task, simulator, ref, policy))
         budget = dict(task.data.get("budget", {}))
+        cap = settings.HERMES["MAX_ITERATIONS"] if simulator is None else None
         if budget:
             budget_set(actor=user, scope="session", session=session, period="day",
                        limit=str(budget["limit_usd"]))
@@ -391,7 +404,7 @@ def run_task(task: Task, *, simulator=None, rep: int = 1, policy=reference_polic
             current = sessions[number]
             ref["session"] = current
             turn_start(session=current, user=user, text=text)
-            _drive(task, current, user, notes, budget)
+            _drive(task, current, user, notes, budget, cap)
         for index, item in enumerate(task.data.get("schedules", [])):
             # A schedule appending to the session, fired as beat would fire it (the run is an
             # unattended turn, origin "schedule"), `fires` times, the clock moved between.
@@ -403,7 +416,7 @@ def run_task(task: Task, *, simulator=None, rep: int = 1, policy=reference_polic
                 if simulator is not None:
                     simulator.state.clock.advance(int(item.get("every_seconds", 3600)))
                 schedule_fire(schedule_id=schedule.pk, trigger="beat")
-                _drive(task, current, user, notes, budget)
+                _drive(task, current, user, notes, budget, cap)
         obs = observe(task, current, [s for s in sessions.values() if s.pk != current.pk])
         obs.notes += notes
         if simulator is not None:

@@ -20,6 +20,7 @@ that tool's JSON schema with the package's own ``LlamaGrammar.from_json_schema``
 the four points: auto when tools are sent, tool results rendered (as ``tool`` turns naming
 the call), ``max_tokens`` honoured (``finish_reason: "length"`` when it cut), and a streamed
 answer sent as chat.completion.chunk events ending with a usage chunk. One call per reply.
+A fifth, in the server's request model: ``content: null`` on an assistant message (below).
 
 Usage: ``python evals/offline_server.py <llama_cpp.server arguments>`` with
 ``--chat_format hermes-chatml-tools``.
@@ -32,7 +33,16 @@ import time
 import uuid
 from typing import Any, Iterator
 
-from llama_cpp import llama_chat_format, llama_grammar
+from typing import NotRequired, Optional
+
+from llama_cpp import llama_chat_format, llama_grammar, llama_types
+
+# The server's request model types an assistant message's content as a string that may be
+# left out, so `"content": null` beside tool calls (OpenAI's shape, which Hermes sends: case
+# B17) is refused with a 500 before any handler runs. OpenAI allows null: let it through
+# (read before llama_cpp.server builds its request models, which this module imports last).
+llama_types.ChatCompletionRequestAssistantMessage.__annotations__["content"] = \
+    NotRequired[Optional[str]]
 
 HANDLER = "hermes-chatml-tools"
 INSTRUCTIONS = (
@@ -53,8 +63,8 @@ def _text(content: Any) -> str:
 
 
 def render(messages: list[dict], tools: list[dict]) -> str:
-    """The ChatML prompt: the tools in the system message, every message in order (tool
-    results as ``tool`` turns), ending with the assistant's turn opened."""
+    """The ChatML prompt: the tools at the head of the system message, every message in
+    order (tool results as ``tool`` turns), ending with the assistant's turn opened."""
     out = []
     names = {}
     listing = "".join(f"\nfunctions.{t['function']['name']}:\n"
@@ -66,9 +76,10 @@ def render(messages: list[dict], tools: list[dict]) -> str:
     for message in messages:
         role, text = message.get("role"), _text(message.get("content"))
         if role == "system":
-            if tools:
-                text += f"\n\nYou have access to the following functions:\n{listing}"
-                text += INSTRUCTIONS
+            if tools:  # the tools first: the same bytes in every session, so the server's
+                # KV cache keeps them from one session to the next (the prompt differs early)
+                text = (f"You have access to the following functions:\n{listing}"
+                        f"{INSTRUCTIONS}\n\n{text}")
             out.append(f"<|im_start|>system\n{text}<|im_end|>\n")
         elif role == "assistant":
             calls = message.get("tool_calls") or []
