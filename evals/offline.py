@@ -91,7 +91,10 @@ class LlamaServer:
                 "--model", str(model), "--model_alias", MODEL_ALIAS, "--seed", str(SEED),
                 "--host", "127.0.0.1", "--port", str(self.port),
                 "--chat_format", CHAT_FORMAT, "--n_ctx", str(self.n_ctx),
-                "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads)]
+                "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads),
+                # Keep evaluated prompts (RAM, 2 GiB): a request without tools (the
+                # finalizer, a title) would otherwise evict the tool block's KV state.
+                "--cache", "true", "--cache_type", "ram"]
 
     def start(self) -> LlamaServer:
         model = model_path(self.venv)
