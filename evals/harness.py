@@ -290,7 +290,8 @@ def observe(task: Task, root: Session, others: list[Session] = ()) -> Observatio
         for call in message.tool_calls or []:
             obs.calls.append(_call_of(call))
             obs.raw_calls.append(_raw_call_of(call))
-    for session in sessions:
+    # Read afresh: the root object predates its first turn's tool rebuild (MCP tools).
+    for session in Session.objects.filter(pk__in=[s.pk for s in sessions]):
         for spec in toolbox.registry_for(session).specs(session.tool_names or None):
             obs.offered[spec.name] = dict(spec.input_schema)
     ended = {e.payload.get("turn_id"): str(e.payload.get("status", ""))
