@@ -18,7 +18,7 @@ from evals.breaks import (broken_prepare, drop_oldest_tool_result, reverse_paral
                           truncate_tool_results)
 from evals.harness import run_task
 from evals.reference_agent import decide, parse_plan
-from evals.spec import load_tasks
+from evals.spec import grade, grade_structure, load_tasks
 from sessions.models import Message
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -87,8 +87,12 @@ def test_an_mcp_server_the_admin_form_refuses_fails_the_task_with_the_forms_word
 
 
 def test_the_mcp_task_uses_what_the_server_returned(lane):
-    """t37's ground truth exists only in the stdio server's results (tests/mcp_servers)."""
-    (outcome,) = run(["t37_mcp_tool_result_used"], lane).values()
+    """t37's ground truth exists only in the stdio server's results (tests/mcp_servers).
+    Its run is also clean on structure: the MCP tools count as offered (they arrive with
+    the first turn's tool rebuild, after the session object was made)."""
+    (task,) = load_tasks(["t37_mcp_tool_result_used"])
+    outcome = run_task(task, simulator=lane, grade_fn=lambda t, obs: [
+        *grade(t, obs), *grade_structure(obs, budget=6, statuses=[])])
     assert outcome.status == "pass", outcome.failures
     results = list(Message.objects.filter(role="tool", tool_name__startswith="mcp__ledger__")
                    .order_by("id").values_list("tool_name", "content"))
