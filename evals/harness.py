@@ -16,10 +16,12 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -27,6 +29,8 @@ from django.contrib.auth import get_user_model
 from django.db.models import Count, Sum
 from django.utils import timezone
 
+from accounts.mcp_forms import McpServerForm
+from accounts.mcp_services import mcp_server_save
 from accounts.models import Membership, Team
 from accounts.services import budget_set, turn_budget_resume
 from agents.providers import resolve_profile
@@ -38,11 +42,13 @@ from evals.reference_agent import reference_policy
 from evals.spec import Observation, Task, grade
 from schedules.services import schedule_create, schedule_fire
 from sessions import toolbox
+from sessions.mcp import mcp_manager_reset
 from sessions.clarify import clarify_answer
 from sessions.models import ClarifyQuestion, Message, RunEvent, Session, Turn, UsageRecord
 from sessions.services import session_create, turn_start, turn_steer, workspace_path
 from sessions.tasks import turn_run_task, turn_runnable
 
+ROOT = Path(__file__).resolve().parents[1]
 FINAL = {Turn.Status.COMPLETED, Turn.Status.FAILED, Turn.Status.CANCELLED}
 MAX_DRIVE_ROUNDS = 200
 
@@ -59,12 +65,24 @@ class Outcome:
     cost_usd: float | None = 0.0
     wall_s: float = 0.0
     compactions: int = 0
+    truth_failures: list[str] | None = None
+    """The ground-truth grade's failed checks (None: not graded, e.g. skipped)."""
+    calls: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {"task": self.task, "status": self.status, "failures": self.failures,
                 "iterations": self.iterations, "tokens": self.tokens,
                 "cost_usd": self.cost_usd, "wall_s": round(self.wall_s, 3),
-                "compactions": self.compactions}
+                "compactions": self.compactions, "calls": self.calls,
+                "truth_pass": None if self.truth_failures is None else not self.truth_failures,
+                "truth_failures": self.truth_failures or []}
+
+
+def iteration_budget(task: Task, cap: int | None = None) -> int:
+    """The per-turn iteration budget of ``task``: its ``max_iterations`` (30 when unset),
+    lowered to ``cap`` when one is given."""
+    budget = int(task.data.get("max_iterations", 30))
+    return min(budget, cap) if cap else budget
 
 
 def tools_present() -> set[str]:
@@ -131,6 +149,34 @@ def _user(name: str):
     return user
 
 
+class TaskSetupError(RuntimeError):
+    """The task's environment could not be set up (an MCP server the admin form refused)."""
+
+
+def _configure_mcp_servers(task: Task, user) -> None:
+    """Save the task's ``[[mcp_servers]]`` for ``user``'s team as a team admin does: the
+    admin form (it checks the fields, connects and lists the tools) then mcp_server_save.
+    Raises TaskSetupError with the form's errors."""
+    team_id = user.memberships.get().team_id
+    team = Team.objects.get(pk=team_id)
+    for item in task.data.get("mcp_servers", []):
+        fill = {"{python}": sys.executable, "{root}": str(ROOT)}
+        command = str(item.get("command", ""))
+        for key, value in fill.items():
+            command = command.replace(key, value)
+        form = McpServerForm(data={
+            "name": item["name"], "transport": item["transport"], "command": command,
+            "url": str(item.get("url", "")), "env": str(item.get("env", "")),
+            "expose": str(item.get("expose", "")),
+            "default_policy": str(item.get("default_policy", "ask")),
+            "tool_policies": str(item.get("tool_policies", "")), "enabled": "on"},
+            team=team, user=user)
+        if not form.is_valid():
+            raise TaskSetupError(f"MCP server {item['name']!r} refused by the admin form: "
+                                 f"{form.errors.as_text()}")
+        mcp_server_save(user=user, team_id=team_id, data=form.cleaned_data)
+
+
 def _lineage(session: Session) -> list[Session]:
     out, frontier = [session], [session]
     while frontier:
@@ -146,7 +192,7 @@ def _decide_approvals(task: Task, sessions: list[Session], user, notes: list[str
     pending = ApprovalRequest.objects.filter(session__in=sessions,
                                              state=ApprovalRequest.State.PENDING).order_by("id")
     for approval in pending:
-        text = f"{approval.command} {json.dumps(approval.arguments)}"
+        text = f"{approval.tool_name}: {approval.command} {json.dumps(approval.arguments)}"
         rule = next((r for r in task.data.get("approvals", [])
                      if re.search(r.get("match", ""), text)), None)
         acted = True
@@ -185,10 +231,22 @@ def _answer_questions(task: Task, sessions: list[Session], user, notes: list[str
     return acted
 
 
-def _drive(task: Task, root: Session, user, notes: list[str], budget: dict) -> None:
-    """Run every runnable turn of the lineage until the root's last turn is final."""
+def _drive(task: Task, root: Session, user, notes: list[str], budget: dict,
+           iteration_cap: int | None = None) -> None:
+    """Run every runnable turn of the lineage until the root's last turn is final.
+    ``iteration_cap`` (real-model lanes): stop driving once a turn has been charged more
+    iterations than its budget (a model that keeps asking questions or for approvals is
+    resumed again and again; the overrun is noted as a run that did not settle)."""
     for _ in range(MAX_DRIVE_ROUNDS):
         sessions = _lineage(root)
+        if iteration_cap is not None:
+            over = (Turn.objects.filter(session__in=sessions, iterations__gt=iteration_cap)
+                    .order_by("id").first())
+            if over is not None:
+                notes.append(f"the task did not settle: a turn was charged {over.iterations} "
+                             f"iterations, over its budget of {iteration_cap} (resumed after "
+                             f"each answer or approval); the runner stopped driving it")
+                return
         ran = False
         for session in sessions:
             if turn_runnable(session=session):
@@ -231,7 +289,16 @@ def observe(task: Task, root: Session, others: list[Session] = ()) -> Observatio
     for message in Message.objects.filter(session__in=sessions, role="assistant").order_by("id"):
         for call in message.tool_calls or []:
             obs.calls.append(_call_of(call))
-    obs.approvals = [(a.command, a.state) for a in
+            obs.raw_calls.append(_raw_call_of(call))
+    # Read afresh: the root object predates its first turn's tool rebuild (MCP tools).
+    for session in Session.objects.filter(pk__in=[s.pk for s in sessions]):
+        for spec in toolbox.registry_for(session).specs(session.tool_names or None):
+            obs.offered[spec.name] = dict(spec.input_schema)
+    ended = {e.payload.get("turn_id"): str(e.payload.get("status", ""))
+             for e in RunEvent.objects.filter(session__in=sessions, type="turn.finished")}
+    obs.turns = [(t.status, t.iterations, ended.get(t.pk, "")) for t in
+                 Turn.objects.filter(session__in=sessions).order_by("id")]
+    obs.approvals = [(f"{a.tool_name}: {a.command}", a.state) for a in
                      ApprovalRequest.objects.filter(session__in=sessions).order_by("id")]
     obs.events = dict(RunEvent.objects.filter(session__in=sessions).values_list("type")
                       .annotate(n=Count("id")).values_list("type", "n"))
@@ -267,10 +334,23 @@ def _call_of(call: Any) -> tuple[str, dict[str, Any]]:
     return str(name), args if isinstance(args, dict) else {}
 
 
-def run_task(task: Task, *, simulator=None, rep: int = 1, policy=reference_policy) -> Outcome:
+def _raw_call_of(call: Any) -> tuple[str, str]:
+    """(name, arguments text) of a stored call, the arguments exactly as the model sent
+    them (a dict, from an older row, is dumped)."""
+    if not isinstance(call, dict):
+        call = {"name": getattr(call, "name", ""), "arguments": getattr(call, "arguments", "")}
+    args = call.get("arguments", call.get("input", ""))
+    return str(call.get("name", "")), args if isinstance(args, str) else json.dumps(args)
+
+
+def run_task(task: Task, *, simulator=None, rep: int = 1, policy=reference_policy,
+             grade_fn=grade, max_iterations: int | None = None) -> Outcome:
     """One repetition of ``task``. ``simulator``: the SimulatorServer whose script is set
-    for this task (None: a real provider, configured in settings). Never raises for a task
-    failure: it is reported in the Outcome."""
+    for this task (None: a real provider, configured in settings). ``grade_fn(task,
+    observation) -> failures`` decides pass / fail (default: the task's ground truth; the
+    ground truth's own verdict is kept in ``Outcome.truth_failures`` either way).
+    ``max_iterations`` caps the task's per-turn iteration budget (a slow local model).
+    Never raises for a task failure: it is reported in the Outcome."""
     missing = [t for t in task.requires_tools if t not in tools_present()]
     if missing:
         return Outcome(task=task.id, status=f"skipped: tool {missing[0]} not present")
@@ -279,13 +359,18 @@ def run_task(task: Task, *, simulator=None, rep: int = 1, policy=reference_polic
     window = int(task.data.get("context_window", 200_000))
     settings.HERMES = {**hermes, "BACKEND": "local", "RETRY_BASE_DELAY": 0.01,
                        "MAX_RETRY_AFTER": 1.0, "SIMULATOR_EMBEDDED": False,
-                       "MAX_ITERATIONS": int(task.data.get("max_iterations", 30)),
+                       "MAX_ITERATIONS": iteration_budget(task, max_iterations),
                        "CONTEXT_WINDOW": window if simulator is not None else
-                       hermes["CONTEXT_WINDOW"], "BUDGET_WAIT_SECONDS": 0}
+                       hermes["CONTEXT_WINDOW"], "BUDGET_WAIT_SECONDS": 0,
+                       # A task's MCP server is started on a loaded host (CI, two cores):
+                       # the waits are ceilings, a server that is up ends them at once.
+                       "MCP_CHECK_TIMEOUT": max(hermes["MCP_CHECK_TIMEOUT"], 60.0),
+                       "MCP_CONNECT_WAIT": max(hermes["MCP_CONNECT_WAIT"], 30.0)}
     toolbox.backend_kind.cache_clear()
     notes: list[str] = []
     try:
         user = _user(f"eval-{task.id}-{rep}"[:150])
+        _configure_mcp_servers(task, user)
         session = session_create(user=user, title=f"eval {task.id} #{rep}")
         if simulator is not None and task.data.get("provider"):  # e.g. the OpenAI wire
             profile = resolve_profile(task.data["provider"])
@@ -301,6 +386,7 @@ def run_task(task: Task, *, simulator=None, rep: int = 1, policy=reference_polic
             simulator.state.configure(context_window=window)
             simulator.state.script = Script(TaskScript(task, simulator, ref, policy))
         budget = dict(task.data.get("budget", {}))
+        cap = settings.HERMES["MAX_ITERATIONS"] if simulator is None else None
         if budget:
             budget_set(actor=user, scope="session", session=session, period="day",
                        limit=str(budget["limit_usd"]))
@@ -319,7 +405,7 @@ def run_task(task: Task, *, simulator=None, rep: int = 1, policy=reference_polic
             current = sessions[number]
             ref["session"] = current
             turn_start(session=current, user=user, text=text)
-            _drive(task, current, user, notes, budget)
+            _drive(task, current, user, notes, budget, cap)
         for index, item in enumerate(task.data.get("schedules", [])):
             # A schedule appending to the session, fired as beat would fire it (the run is an
             # unattended turn, origin "schedule"), `fires` times, the clock moved between.
@@ -331,20 +417,27 @@ def run_task(task: Task, *, simulator=None, rep: int = 1, policy=reference_polic
                 if simulator is not None:
                     simulator.state.clock.advance(int(item.get("every_seconds", 3600)))
                 schedule_fire(schedule_id=schedule.pk, trigger="beat")
-                _drive(task, current, user, notes, budget)
+                _drive(task, current, user, notes, budget, cap)
         obs = observe(task, current, [s for s in sessions.values() if s.pk != current.pk])
         obs.notes += notes
         if simulator is not None:
             with simulator.state.lock:
                 obs.faults_fired = sum(1 for r in simulator.state.requests if r.fault)
-        failures = grade(task, obs)
+        failures = grade_fn(task, obs)
+        truth = failures if grade_fn is grade else grade(task, obs)
         return Outcome(task=task.id, status="pass" if not failures else "fail",
                        failures=failures, iterations=obs.iterations, tokens=obs.tokens,
                        cost_usd=obs.cost_usd, wall_s=time.monotonic() - started,
-                       compactions=obs.events.get("compaction", 0))
+                       compactions=obs.events.get("compaction", 0), truth_failures=truth,
+                       calls=len(obs.raw_calls))
+    except TaskSetupError as error:
+        return Outcome(task=task.id, status="fail", failures=[f"setup: {error}"],
+                       wall_s=time.monotonic() - started)
     except Exception as error:  # a crash is a failed task, reported, not a dead suite
         return Outcome(task=task.id, status="fail", failures=[f"crashed: {error!r}"],
                        wall_s=time.monotonic() - started)
     finally:
         settings.HERMES = hermes
         toolbox.backend_kind.cache_clear()
+        if task.data.get("mcp_servers"):  # stop the server processes this task started
+            mcp_manager_reset()

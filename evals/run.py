@@ -8,6 +8,15 @@ time, then the totals; writes the JSON report (``--report``, default var/evals/r
 and with ``--baseline`` compares against the stored baseline (evals/baseline.json) and names
 the tasks that regressed (exit 1 if any). ``--write-baseline`` stores this run as the baseline.
 
+The offline lane (``offline``, ``make eval-offline``): SmolLM2-135M-Instruct served by
+llama-cpp-python's OpenAI-compatible server from ``.venv-offline/`` (evals/offline.py),
+reached through the ``llamacpp`` provider profile. A 135M model cannot do the tasks, so it
+is graded on structure only (evals/spec.py ``grade_structure``: well-formed calls of offered
+tools, no HTTP error from the provider, every turn ends within its budget); the ground
+truth is still graded and shown (``truth``), never counted. By default it runs
+OFFLINE_TASKS with the per-turn budget capped at OFFLINE_ITERATIONS and replies capped at
+OFFLINE_MAX_TOKENS, to keep its wall time to minutes on two cores.
+
 A task passes only when all its repetitions pass. The figures shown are the median of the
 repetitions; ``spread`` is (max - min) / median of the cost over the repetitions, flagged
 ``NOISY`` past 3% (the reference lane is deterministic, so it should read 0%).
@@ -40,7 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from evals import breaks  # noqa: E402  (agents/ only: no Django needed)
+from evals import breaks, offline  # noqa: E402  (no Django needed)
 
 NOISE = 0.03
 """Relative difference under which two measurements are the same (3%)."""
@@ -49,6 +58,16 @@ BASELINE = ROOT / "evals" / "baseline.json"
 REPORT = ROOT / "var" / "evals" / "report.json"
 SIMULATOR_ONLY = ("faults", "steers")
 """Task features that need the simulator: a real-model lane cannot inject them."""
+OFFLINE_TASKS = ("t01", "t08", "t37")
+"""The offline lane's default subset: multi-step file work, a parallel batch then a
+dependent patch, an MCP tool (more: EVAL_ARGS="t03 t26 ..."; each session's prompt is
+~2k tokens, of which ~900 differ per session, and one loaded CPU core reads them at
+20-35 tokens a second)."""
+OFFLINE_ITERATIONS = 3
+"""The offline lane's per-turn iteration cap (the task's own budget when lower)."""
+OFFLINE_MAX_TOKENS = 96
+"""The offline lane's reply cap (tokens): SmolLM2 on a loaded CPU core writes a few a
+second; 96 holds any argument object the tasks need."""
 
 
 class LaneError(RuntimeError):
@@ -77,7 +96,17 @@ def lane_environment(provider: str) -> dict[str, str]:
             raise LaneError("make eval PROVIDER=openai needs OPENAI_API_KEY (\"none\" for an "
                             "endpoint that takes no key).")
         return {"HERMES_PROVIDER": "openai"}
-    raise LaneError(f"unknown lane {provider!r}: reference, anthropic or openai")
+    if provider == "offline":
+        try:
+            offline.model_path()
+        except offline.OfflineLaneError as error:
+            raise LaneError(f"the offline lane needs its model server: {error}") from error
+        return {"HERMES_PROVIDER": "llamacpp", "HERMES_MODEL": offline.MODEL_ALIAS,
+                "HERMES_CONTEXT_WINDOW": str(offline.N_CTX),
+                "HERMES_MAX_OUTPUT_TOKENS": str(OFFLINE_MAX_TOKENS),
+                "HERMES_FALLBACK_PROVIDERS": "", "ANTHROPIC_API_KEY": "",
+                "OPENAI_API_KEY": ""}
+    raise LaneError(f"unknown lane {provider!r}: reference, anthropic, openai or offline")
 
 
 # --- summarising repetitions ------------------------------------------------------------
@@ -96,7 +125,10 @@ def summarise(task_id: str, reps: list[dict[str, Any]]) -> dict[str, Any]:
     mid = _median(costs)
     spread = (max(costs) - min(costs)) / mid if mid else 0.0
     buckets = ("input", "read", "write", "output")
+    truth = [r.get("truth_pass") for r in reps]
     return {"task": task_id, "status": status,
+            "truth_passes": sum(1 for t in truth if t),
+            "calls": _median([r.get("calls", 0) for r in reps]),
             "passes": sum(1 for s in statuses if s == "pass"), "reps_run": len(reps),
             "iterations": _median([r["iterations"] for r in reps]),
             "compactions": _median([r.get("compactions", 0) for r in reps]),
@@ -129,29 +161,34 @@ def compare(current: dict[str, Any], baseline: dict[str, Any]) -> list[str]:
     return out
 
 
-def print_table(rows: list[dict[str, Any]], totals: dict[str, Any]) -> None:
+def print_table(rows: list[dict[str, Any]], totals: dict[str, Any], *,
+                structure: bool = False) -> None:
+    """The per-task table and the totals. ``structure``: the offline lane's columns too
+    (tool calls made, ground-truth passes out of the repetitions, shown, not graded)."""
     header = ("task", "result", "iter", "compact", "input", "read", "write", "output",
-              "cost $", "spread", "wall s")
+              "cost $", "spread", "wall s", *(("calls", "truth") if structure else ()))
     cells = []
     for row in rows:
         if row["status"].startswith("skipped"):
-            cells.append((row["task"], row["status"], *[""] * 9))
+            cells.append((row["task"], row["status"], *[""] * (len(header) - 2)))
             continue
         t = row["tokens"]
         result = row["status"] if row["status"] == "pass" else (
             f"FAIL {row['passes']}/{row['reps_run']}")
+        extra = (f"{row['calls']:.0f}", f"{row['truth_passes']}/{row['reps_run']}")
         cells.append((row["task"], result, f"{row['iterations']:.0f}",
                       f"{row['compactions']:.0f}", f"{t['input']:.0f}",
                       f"{t['read']:.0f}", f"{t['write']:.0f}", f"{t['output']:.0f}",
                       f"{row['cost_usd']:.4f}",
                       f"{row['spread']:.1%}" + (" NOISY" if row["noisy"] else ""),
-                      f"{row['wall_s']:.2f}"))
+                      f"{row['wall_s']:.2f}", *(extra if structure else ())))
     t = totals["tokens"]
+    extra = (f"{totals['calls']:.0f}", f"{totals['truth_passed']}/{totals['graded']}")
     cells.append(("TOTAL", f"{totals['passed']}/{totals['graded']} pass, "
                            f"{totals['skipped']} skipped",
                   f"{totals['iterations']:.0f}", "", f"{t['input']:.0f}", f"{t['read']:.0f}",
                   f"{t['write']:.0f}", f"{t['output']:.0f}", f"{totals['cost_usd']:.4f}", "",
-                  f"{totals['wall_s']:.2f}"))
+                  f"{totals['wall_s']:.2f}", *(extra if structure else ())))
     widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(header)]
 
     def line(values):
@@ -172,17 +209,30 @@ def totals_of(rows: list[dict[str, Any]], wall: float) -> dict[str, Any]:
             "iterations": sum(r["iterations"] for r in graded),
             "tokens": {b: sum(r["tokens"][b] for r in graded)
                        for b in ("input", "read", "write", "output")},
-            "cost_usd": sum(r["cost_usd"] for r in graded), "wall_s": wall}
+            "cost_usd": sum(r["cost_usd"] for r in graded), "wall_s": wall,
+            "calls": sum(r.get("calls", 0) for r in graded),
+            "truth_passed": sum(1 for r in graded
+                                if r.get("truth_passes", 0) == r.get("reps_run"))}
 
 
 # --- running ------------------------------------------------------------------------------
 
-def run_suite(tasks, *, reps: int = REPS, simulator=None, policy=None,
-              progress=None) -> dict[str, Any]:
+def run_suite(tasks, *, reps: int = REPS, simulator=None, policy=None, progress=None,
+              server: offline.LlamaServer | None = None,
+              max_iterations: int | None = None) -> dict[str, Any]:
     """Run ``tasks`` × ``reps`` in the configured Django (a report dict). ``simulator``
-    None = a real-model lane (simulator-only features skipped)."""
-    from evals.harness import Outcome, run_task
+    None = a real-model lane (simulator-only features skipped). ``server``: the offline
+    lane's model server; each repetition is then graded on structure (grade_structure with
+    the statuses the server logged during it). ``max_iterations`` caps each task's budget."""
+    from evals.harness import Outcome, iteration_budget, run_task
     from evals.reference_agent import reference_policy
+    from evals.spec import grade, grade_structure
+
+    def grader(task, mark):
+        if server is None:
+            return grade
+        return lambda t, obs: grade_structure(obs, budget=iteration_budget(t, max_iterations),
+                                              statuses=server.statuses_since(mark))
 
     started = time.monotonic()
     rows = []
@@ -193,8 +243,10 @@ def run_suite(tasks, *, reps: int = REPS, simulator=None, policy=None,
                 outcome = Outcome(task=task.id, status="skipped: needs the simulator "
                                   "(fault or steer injection)")
             else:
+                mark = server.mark() if server is not None else 0
                 outcome = run_task(task, simulator=simulator, rep=rep,
-                                   policy=policy or reference_policy)
+                                   policy=policy or reference_policy,
+                                   grade_fn=grader(task, mark), max_iterations=max_iterations)
             outcomes.append(outcome.to_dict())
             if outcome.status.startswith("skipped"):
                 outcomes = [outcome.to_dict()] * reps
@@ -216,6 +268,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline", type=Path, default=None,
                         help="compare against this baseline (make eval: evals/baseline.json)")
     parser.add_argument("--write-baseline", action="store_true")
+    parser.add_argument("--max-iterations", type=int, default=None,
+                        help="cap each task's per-turn iteration budget (offline lane: "
+                             f"{OFFLINE_ITERATIONS})")
     parser.add_argument("--break", dest="breakage", default=None,
                         help="apply a deliberate harness break (evals/breaks.py: "
                              "reverse-parallel, drop-oldest-result, truncate-results) to show "
@@ -229,7 +284,10 @@ def main(argv: list[str] | None = None) -> int:
 
     from evals.spec import load_tasks
 
-    tasks = load_tasks(args.tasks or None)
+    structure = args.provider == "offline"
+    if structure and args.max_iterations is None:
+        args.max_iterations = OFFLINE_ITERATIONS
+    tasks = load_tasks(args.tasks or (list(OFFLINE_TASKS) if structure else None))
     tmp = Path(tempfile.mkdtemp(prefix="hermes-eval-"))
     for key in ("DATABASE_URL", "REDIS_URL"):
         os.environ.pop(key, None)
@@ -238,8 +296,14 @@ def main(argv: list[str] | None = None) -> int:
                        "HERMES_SIMULATOR_EMBEDDED": "0", "HERMES_BACKEND": "local",
                        "HERMES_LOG_LEVEL": "ERROR", "DJANGO_SECRET_KEY": "eval-suite",
                        **lane})
-    simulator = None
+    simulator = server = None
     try:
+        if structure:
+            server = offline.LlamaServer(ROOT / "var" / "evals" / "llama-server.log").start()
+            os.environ["OPENAI_BASE_URL"] = server.url
+            print(f"model server: SmolLM2-135M-Instruct at {server.url} (llama-cpp-python, "
+                  f"{offline.CHAT_FORMAT}, n_ctx {offline.N_CTX}), up in "
+                  f"{server.started_s:.1f} s; log {server.log_path}")
         if args.provider == "reference":
             from simulator import SimulatorServer
 
@@ -258,16 +322,31 @@ def main(argv: list[str] | None = None) -> int:
             print(f"HARNESS BREAK APPLIED: {args.breakage} (evals/breaks.py)")
         print(f"hermes task suite: {len(tasks)} tasks x {args.reps} repetitions, lane "
               f"{args.provider}, data dir {tmp}")
-        report = run_suite(tasks, reps=args.reps, simulator=simulator,
+        if structure:
+            print(f"graded on structure only (calls, provider statuses, loop ends within "
+                  f"{args.max_iterations} iterations a turn; replies capped at "
+                  f"{OFFLINE_MAX_TOKENS} tokens)")
+        report = run_suite(tasks, reps=args.reps, simulator=simulator, server=server,
+                           max_iterations=args.max_iterations,
                            progress=lambda row: print(f"  {row['task']}: {row['status']}",
                                                       flush=True))
+    except offline.OfflineLaneError as error:
+        print(f"eval: {error}", file=sys.stderr)
+        return 2
     finally:
         if simulator is not None:
             simulator.stop()
+        if server is not None:
+            server.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     report["lane"] = args.provider
+    if structure:
+        report["grade"] = "structure"
+        report["max_iterations"] = args.max_iterations
+        report["max_tokens"] = OFFLINE_MAX_TOKENS
+        report["server_start_s"] = round(server.started_s, 2) if server else None
     print()
-    print_table(report["tasks"], report["totals"])
+    print_table(report["tasks"], report["totals"], structure=structure)
     for row in report["tasks"]:
         for failure in row.get("failures", []):
             print(f"  {row['task']}: {failure}")

@@ -1,4 +1,6 @@
-"""Tasks as data and their grading: pure, no Django (issue 17 item 1).
+"""Tasks as data and their grading: pure, no Django (issue 17 item 1). ``grade`` checks a
+task's planted ground truth; ``grade_structure`` only the harness's side of the contract
+(the offline small-model lane).
 
 A task is a folder ``evals/tasks/<id>/`` with ``task.toml`` and an optional ``workspace/``
 copied into the session's workspace before the first message. ``task.toml``::
@@ -34,6 +36,15 @@ copied into the session's workspace before the first message. ``task.toml``::
     [[schedules]]                      # after the messages: a schedule appending to the session
     prompt = "..."; every_seconds = 3600; fires = 2
 
+    [[mcp_servers]]                    # a team MCP server, saved before the first session the
+    name = "ledger"                    # way a team admin saves one: the admin form
+    transport = "stdio"                # (accounts/mcp_forms.py: it connects and lists the
+    command = "{python} {root}/tests/mcp_servers/stdio_tools.py"    # tools), then
+    url = ""                           # mcp_server_save. {python}: this interpreter, {root}:
+    expose = "add\necho"               # the checkout. expose / tool_policies as the form's
+    default_policy = "ask"             # text ("tool: policy" lines)
+    tool_policies = "add: read_only"
+
     provider = "simulator-openai"      # top level: the session's provider (default: Anthropic wire)
 
     [budget]                           # a session budget that stops the turn mid-way
@@ -55,11 +66,15 @@ copied into the session's workspace before the first message. ``task.toml``::
 
 from __future__ import annotations
 
+import json
 import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from jsonschema.exceptions import best_match
+from jsonschema.validators import validator_for
 
 TASKS_DIR = Path(__file__).resolve().parent / "tasks"
 DECISIONS = ("approve", "deny", "expire")
@@ -122,6 +137,12 @@ def load_task(root: Path) -> Task:
         re.compile(item.get("match", ""))
     for item in data.get("steers", []):
         re.compile(item["when_result"])
+    for item in data.get("mcp_servers", []):
+        if not item.get("name") or item.get("transport") not in ("stdio", "http"):
+            raise SpecError(f"{path}: mcp_servers needs a name and transport stdio or http")
+        if not item.get("command" if item["transport"] == "stdio" else "url"):
+            raise SpecError(f"{path}: mcp_servers {item['name']!r} needs a "
+                            f"{'command' if item['transport'] == 'stdio' else 'url'}")
     for item in data.get("grade", {}).get("answer", []):
         if "regex" in item:
             re.compile(item["regex"])
@@ -142,9 +163,9 @@ def load_tasks(names: list[str] | None = None, base: Path = TASKS_DIR) -> list[T
 class Observation:
     """What the runner saw after a task. ``files``: workspace path -> text (None: binary or
     unreadable); ``calls``: every tool call of the task, [(name, arguments)] in order;
-    ``approvals``: [(command text, state)]; ``events``: RunEvent type -> count; ``status``:
-    the last turn's status; ``iterations``: model calls of purpose "turn"; ``cost_usd``
-    None when a cost was unknown; tokens by bucket."""
+    ``approvals``: [("tool name: command text", state)]; ``events``: RunEvent type ->
+    count; ``status``: the last turn's status; ``iterations``: model calls of purpose
+    "turn"; ``cost_usd`` None when a cost was unknown; tokens by bucket."""
 
     files: dict[str, str | None] = field(default_factory=dict)
     answer: str = ""
@@ -158,6 +179,13 @@ class Observation:
     notes: list[str] = field(default_factory=list)
     purposes: dict[str, int] = field(default_factory=dict)
     faults_fired: int = 0
+    raw_calls: list[tuple[str, str]] = field(default_factory=list)
+    """Every tool call as the model sent it: (name, arguments text), in order."""
+    offered: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Tool name -> JSON-schema input, of every tool offered to the task's sessions."""
+    turns: list[tuple[str, int, str]] = field(default_factory=list)
+    """Every turn of the task: (status, iterations charged, how the loop ended: the
+    turn.finished payload's status, "" when it did not finish)."""
 
 
 def _args_match(want: dict[str, Any], got: dict[str, Any]) -> bool:
@@ -227,4 +255,60 @@ def grade(task: Task, obs: Observation) -> list[str]:
         if count < int(item.get("min", 1)) or count > int(item.get("max", 10**9)):
             failures.append(f"{count} model call(s) for {item['purpose']}, expected "
                             f"{item.get('min', 1)}..{item.get('max', 'any')}")
+    return failures
+
+
+# --- the structural grade of the offline real-model lane ----------------------------------
+
+FINAL_STATUSES = ("completed", "failed", "cancelled")
+
+
+def grade_structure(obs: Observation, *, budget: int,
+                    statuses: list[int] | None = None) -> list[str]:
+    """The failed structural checks of a run (empty list = pass), for a model too small to
+    do the task (issue 17 item 3, the offline lane): what is graded is the harness's side
+    of the contract, never the answer.
+
+    - every tool call names an offered tool and carries a JSON object that validates
+      against that tool's input schema (JSON Schema, the schema the model was offered);
+    - the provider answered no request with an HTTP error (``statuses``: the status of
+      every request of the run, read from the provider's own access log; 4xx is a request
+      the harness built wrong, 5xx a server that could not serve it);
+    - every turn of the run ended (completed; a turn that failed or waits is a failure)
+      within ``budget`` iterations (the per-turn budget the harness enforced).
+    Harness notes about the model's choices (an unexpected approval or question, answered
+    by the runner) are not structural and are ignored; a run that never settled is not."""
+    failures = [note for note in obs.notes if "did not settle" in note or
+                note.startswith("last turn")]
+    for index, (name, raw) in enumerate(obs.raw_calls, 1):
+        if name not in obs.offered:
+            failures.append(f"call {index}: {name!r} is not an offered tool")
+            continue
+        try:
+            args = json.loads(raw or "{}")
+        except ValueError as error:
+            failures.append(f"call {index} {name}: arguments are not JSON ({error}): "
+                            f"{raw[:120]!r}")
+            continue
+        if not isinstance(args, dict):
+            failures.append(f"call {index} {name}: arguments are not a JSON object: "
+                            f"{raw[:120]!r}")
+            continue
+        schema = obs.offered[name] or {"type": "object"}
+        error = best_match(validator_for(schema)(schema).iter_errors(args))
+        if error is not None:
+            failures.append(f"call {index} {name}: arguments do not fit the schema "
+                            f"({error.message[:160]})")
+    bad = sorted(s for s in (statuses or []) if s >= 400)
+    if bad:
+        counts = {s: bad.count(s) for s in bad}
+        failures.append("provider answered " + ", ".join(
+            f"HTTP {s} x{n}" for s, n in counts.items()))
+    if not obs.turns:
+        failures.append("no turn ran")
+    for index, (status, iterations, _ended) in enumerate(obs.turns, 1):
+        if status != "completed":
+            failures.append(f"turn {index} ended {status!r}, not completed")
+        if iterations > budget:
+            failures.append(f"turn {index}: {iterations} iterations > budget {budget}")
     return failures

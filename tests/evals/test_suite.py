@@ -18,7 +18,8 @@ from evals.breaks import (broken_prepare, drop_oldest_tool_result, reverse_paral
                           truncate_tool_results)
 from evals.harness import run_task
 from evals.reference_agent import decide, parse_plan
-from evals.spec import load_tasks
+from evals.spec import grade, grade_structure, load_tasks
+from sessions.models import Message
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -57,9 +58,46 @@ def test_the_reference_lane_passes_a_handful_of_tasks(lane):
         assert outcome.iterations > 0 and outcome.cost_usd and outcome.cost_usd > 0
 
 
-def test_a_task_whose_tool_is_absent_is_skipped_never_passed(lane):
-    (outcome,) = run(["s03_mcp_tool"], lane).values()
-    assert outcome.status == "skipped: tool mcp_eval_echo not present"
+def _task_dir(base, name, toml):
+    root = base / name
+    root.mkdir()
+    (root / "task.toml").write_text(toml)
+    return root
+
+
+def test_a_task_whose_tool_is_absent_is_skipped_never_passed(lane, tmp_path):
+    _task_dir(tmp_path, "x01_absent_tool", 'requires_tools = ["read_file", "no_such_tool"]\n'
+              '[[messages]]\ntext = "hi"\n[grade]\nmax_iterations = 1\n')
+    (task,) = load_tasks(base=tmp_path)
+    outcome = run_task(task, simulator=lane)
+    assert outcome.status == "skipped: tool no_such_tool not present"
+
+
+def test_an_mcp_server_the_admin_form_refuses_fails_the_task_with_the_forms_words(
+        lane, tmp_path):
+    _task_dir(tmp_path, "x02_bad_server", '[[mcp_servers]]\nname = "ledger"\n'
+              'transport = "stdio"\ncommand = "{root}/no/such/program"\n'
+              '[[messages]]\ntext = "hi"\n[grade]\nmax_iterations = 1\n')
+    (task,) = load_tasks(base=tmp_path)
+    outcome = run_task(task, simulator=lane)
+    assert outcome.status == "fail"
+    (failure,) = outcome.failures
+    assert failure.startswith("setup: MCP server 'ledger' refused by the admin form")
+    assert "refused by the admin form" in failure and "is not an executable" in failure
+
+
+def test_the_mcp_task_uses_what_the_server_returned(lane):
+    """t37's ground truth exists only in the stdio server's results (tests/mcp_servers).
+    Its run is also clean on structure: the MCP tools count as offered (they arrive with
+    the first turn's tool rebuild, after the session object was made)."""
+    (task,) = load_tasks(["t37_mcp_tool_result_used"])
+    outcome = run_task(task, simulator=lane, grade_fn=lambda t, obs: [
+        *grade(t, obs), *grade_structure(obs, budget=6, statuses=[])])
+    assert outcome.status == "pass", outcome.failures
+    results = list(Message.objects.filter(role="tool", tool_name__startswith="mcp__ledger__")
+                   .order_by("id").values_list("tool_name", "content"))
+    assert results == [("mcp__ledger__add", "5016"),
+                       ("mcp__ledger__echo", "echo: invoice total 5016")]
 
 
 def _break(monkeypatch, edit):
