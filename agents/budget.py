@@ -28,12 +28,18 @@ class IterationBudget:
     """A thread-safe counter of iterations.
 
     ``max_total`` <= 0 means unbounded (``remaining`` is infinity; use is still counted).
+    ``spent_before``: iterations earlier runs of the same turn already used (a turn resumed
+    after an approval, a clarify answer or its child agents): they count against
+    ``max_total`` but not in ``used``, which is this run's charge. Without it each resume
+    got a fresh budget and a model that asks at every step never stopped (found by the
+    offline real-model lane, evals/).
     ``consume()`` returns False once exhausted, else counts one and returns True.
     ``refund()`` gives one back and never goes below zero.
     """
 
-    def __init__(self, max_total: int = DEFAULT_MAX_ITERATIONS):
+    def __init__(self, max_total: int = DEFAULT_MAX_ITERATIONS, *, spent_before: int = 0):
         self.max_total = max_total
+        self.spent_before = max(0, spent_before)
         self.used = 0
         self.free = 0
         self._lock = threading.Lock()
@@ -42,11 +48,11 @@ class IterationBudget:
     def remaining(self) -> float:
         if self.max_total <= 0:
             return float("inf")
-        return max(0, self.max_total - self.used)
+        return max(0, self.max_total - self.spent_before - self.used)
 
     def consume(self) -> bool:
         with self._lock:
-            if self.max_total > 0 and self.used >= self.max_total:
+            if self.max_total > 0 and self.spent_before + self.used >= self.max_total:
                 return False
             self.used += 1
             return True

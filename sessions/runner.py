@@ -336,8 +336,12 @@ def turn_execute(*, session: Session, turn: Turn, owner: str) -> str:
                 execute=lambda calls: _execute(ctx, sink, calls),
                 observe=lambda req, resp: _observe(ctx, sink, req, resp),
                 recover=lambda h, exc: _recover(ctx, sink, h, exc))
+            # A resumed turn continues its budget (what earlier runs charged is stored).
+            spent = Turn.objects.filter(pk=ctx.turn.pk).values_list("iterations",
+                                                                    flat=True).first() or 0
             ctx.budget = IterationBudget(delegation.child_iterations(session) if session.parent_id
-                                         else settings.HERMES["MAX_ITERATIONS"])
+                                         else settings.HERMES["MAX_ITERATIONS"],
+                                         spent_before=spent)
             result = run_turn(history, harness=harness, sink=sink, budget=ctx.budget)
         except ApprovalRequired as exc:
             return _await_approval(ctx, sink, exc)

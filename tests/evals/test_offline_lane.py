@@ -146,11 +146,6 @@ def test_a_model_that_reads_then_answers_passes_the_structural_grade(hermes_sett
 
 
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.xfail(strict=True, reason=(
-    "runner defect found by the offline lane: every run of a turn makes a fresh "
-    "IterationBudget(MAX_ITERATIONS) (sessions/runner.py), so a turn resumed after each "
-    "clarify answer (or approval) is charged past its budget without end; the harness "
-    "stops driving it and the structural grade fails it. Remove this mark with the fix."))
 def test_a_model_that_asks_at_every_step_still_ends_within_its_budget(hermes_settings,
                                                                      simulator, tmp_path):
     simulator.state.script = Script(lambda request: Reply(text="", tool_calls=(
