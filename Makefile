@@ -5,7 +5,7 @@ HOST    ?= 127.0.0.1
 PORT    ?= 8000
 PYTEST_ARGS ?=
 
-.PHONY: run up test test-fast test-embedded bench bench-cache bench-context soak bench-spend bench-delegation bench-schedule eval eval-baseline eval-offline install migrate demo-user clean
+.PHONY: run up test test-fast test-embedded bench bench-memory bench-cache bench-context soak bench-spend bench-delegation bench-schedule eval eval-baseline eval-offline install migrate demo-user clean
 
 .venv/.installed: requirements.txt
 	python3 -m venv .venv
@@ -58,6 +58,12 @@ bench: install
 	$(PY) benchmarks/bench_overhead.py
 	$(PY) benchmarks/bench_stream.py --sessions 20
 	$(PY) benchmarks/bench_stream.py --sessions 100 --no-variants
+	$(PY) benchmarks/bench_memory.py
+
+## make bench-memory: worker RSS with 100 sessions cached and past the cache's cap (issue 15
+## item 3; PostgreSQL when DATABASE_URL is set)
+bench-memory: install
+	$(PY) benchmarks/bench_memory.py
 
 bench-cache: install
 	$(PY) benchmarks/bench_cache.py

@@ -11,9 +11,10 @@ arrive as a profile's capability flags (``ProfileCaps``).
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
+
+from cachetools import LRUCache
 
 from agents.messages import TTL, Breakpoint, Message, ModelRequest, Usage
 
@@ -253,15 +254,25 @@ class StablePrefixRegistry:
     Bounded at ``max_entries`` and ``max_chars`` (characters summed over entries); least
     recently used evicted first, the newest entry never, even when it alone is over budget.
     Registering an existing prefix or finding one refreshes it. Thread-safe.
+
+    The recency order and the entry bound are cachetools' ``LRUCache`` (prefix -> its length);
+    the character budget is enforced here because cachetools refuses an item larger than its
+    whole budget, and this registry keeps the newest entry whatever its size.
     """
 
     def __init__(self, *, max_entries: int = REGISTRY_MAX_ENTRIES,
                  max_chars: int = REGISTRY_MAX_CHARS) -> None:
+        if max_entries < 1:
+            raise ValueError("max_entries must be at least 1")
         self.max_entries = max_entries
         self.max_chars = max_chars
-        self._entries: OrderedDict[str, None] = OrderedDict()
-        self._chars = 0
+        self._entries: LRUCache[str, int] = LRUCache(maxsize=max_entries)
         self._lock = threading.Lock()
+
+    def _touch(self, prefix: str) -> None:
+        # Re-inserted rather than read: the mapping's own order then IS the recency order
+        # (cachetools iterates in insertion order), which ``snapshot`` reports.
+        self._entries[prefix] = self._entries.pop(prefix)
 
     def register(self, prefix: str) -> None:
         """Record ``prefix`` as a stable scaffold; the empty string is ignored."""
@@ -269,14 +280,11 @@ class StablePrefixRegistry:
             return
         with self._lock:
             if prefix in self._entries:
-                self._entries.move_to_end(prefix)
+                self._touch(prefix)
                 return
-            self._entries[prefix] = None
-            self._chars += len(prefix)
-            while len(self._entries) > 1 and (len(self._entries) > self.max_entries
-                                              or self._chars > self.max_chars):
-                oldest, _ = self._entries.popitem(last=False)
-                self._chars -= len(oldest)
+            self._entries[prefix] = len(prefix)  # past max_entries cachetools drops the LRU
+            while len(self._entries) > 1 and sum(self._entries.values()) > self.max_chars:
+                self._entries.popitem()
 
     def find(self, text: str) -> int | None:
         """Length in chars of the longest registered PROPER prefix of ``text`` whose remaining
@@ -289,7 +297,7 @@ class StablePrefixRegistry:
                     best = prefix
             if best is None:
                 return None
-            self._entries.move_to_end(best)
+            self._touch(best)
             return len(best)
 
     def snapshot(self) -> list[str]:
@@ -300,12 +308,11 @@ class StablePrefixRegistry:
     @property
     def total_chars(self) -> int:
         with self._lock:
-            return self._chars
+            return sum(self._entries.values())
 
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
-            self._chars = 0
 
 
 REGISTRY = StablePrefixRegistry()

@@ -13,11 +13,12 @@ from __future__ import annotations
 import hashlib
 import stat
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 from typing import Iterable
+
+from cachetools import LRUCache
 
 from agents.errors import ToolError
 from agents.tools.workspace import Workspace
@@ -216,8 +217,9 @@ def build_system_prompt(*, home: Path | None, tool_names: Iterable[str], model: 
     return SystemPrompt(text=TIER_SEPARATOR.join(tiers), stable_len=len(stable))
 
 
-_recovery_memo: OrderedDict[tuple, int | None] = OrderedDict()
-_recovery_lock = threading.Lock()
+_recovery_memo: LRUCache[tuple, int | None] = LRUCache(maxsize=RECOVERY_MEMO_MAX)
+_recovery_lock = threading.Lock()  # cachetools caches are not thread-safe
+_UNKNOWN = object()
 
 
 def _soul_stamp(home: Path | None) -> tuple[int, int] | None:
@@ -238,20 +240,19 @@ def recover_stable_len(stored_text: str, *, home: Path | None, tool_names: Itera
     ``stored_text`` starts with exactly those bytes followed by the tier separator (seed, "The
     failure they designed for"). On None the caller sends the stored prompt unchanged with one
     system breakpoint; it never rewrites it. Verdicts are memoised per (sha256 of the stored
-    prompt, inputs, SOUL.md mtime and size) in a bounded dict, so a resumed session does not
-    rebuild the tier every turn and an edited SOUL.md is noticed.
+    prompt, inputs, SOUL.md mtime and size), so a resumed session does not
+    rebuild the tier every turn and an edited SOUL.md is noticed. The memo is a cachetools
+    LRUCache of RECOVERY_MEMO_MAX entries.
     """
     names = tuple(sorted(set(tool_names)))
     key = (hashlib.sha256(stored_text.encode("utf-8", "surrogatepass")).hexdigest(),
            str(home), _soul_stamp(home), names, model, provider)
     with _recovery_lock:
-        if key in _recovery_memo:
-            _recovery_memo.move_to_end(key)
-            return _recovery_memo[key]
+        known = _recovery_memo.get(key, _UNKNOWN)  # a hit refreshes its recency
+    if known is not _UNKNOWN:
+        return known
     stable = build_stable_tier(home=home, tool_names=names, model=model, provider=provider)
     verdict = len(stable) if stored_text.startswith(stable + TIER_SEPARATOR) else None
     with _recovery_lock:
-        _recovery_memo[key] = verdict
-        while len(_recovery_memo) > RECOVERY_MEMO_MAX:
-            _recovery_memo.popitem(last=False)
+        _recovery_memo[key] = verdict  # past RECOVERY_MEMO_MAX the least recent goes
     return verdict

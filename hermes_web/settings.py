@@ -389,6 +389,11 @@ HERMES = {
     "SANDBOX_UID": int(env_str("HERMES_SANDBOX_UID", "61000")),
     # Local backend: Landlock where the kernel has it (auto), demanded (landlock), or off.
     "LOCAL_CONFINEMENT": env_str("HERMES_LOCAL_CONFINEMENT", "auto"),
+    # Sessions a worker process keeps between their turns (agents/session_cache.py: the
+    # pipeline and the live transcript, so the next turn loads only appended rows), bounded
+    # in entries and in estimated bytes; least recently kept evicted first.
+    "BOUND_SESSIONS_MAX": int(env_str("HERMES_BOUND_SESSIONS_MAX", "128")),
+    "BOUND_SESSIONS_BYTES": int(env_str("HERMES_BOUND_SESSIONS_BYTES", str(384 * 1024 * 1024))),
     # Turn lease (seconds); renewed every iteration and by a heartbeat while a turn runs.
     "LEASE_SECONDS": int(env_str("HERMES_LEASE_SECONDS", "120")),
     # PostgreSQL: a read-only tool call's start (tool.called) and its ledgered output are

@@ -10,17 +10,15 @@ turn ended. No harness decision is made here: this module only fetches, builds a
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
 
-from cachetools import LRUCache
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, transaction
-from django.db.models import F
+from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
 from agents.budget import IterationBudget
@@ -35,6 +33,7 @@ from agents.prompt import build_system_prompt, recover_stable_len
 from agents.providers import ProviderProfile, model_output_cap, resolve_profile
 from agents.context.reduction import ReductionState, recovery_plan, reduction_plan
 from agents.request import RequestPipeline
+from agents.session_cache import BoundSession, SessionCache, entry_bytes
 from agents.spend_caps import BudgetExceeded
 from agents.context.tokens import Calibrator, estimate_text_tokens
 from agents.tools.clarify import CLARIFY_RULE
@@ -139,32 +138,9 @@ def _transport(profile: ProviderProfile, model: str, api_key: str | None, base_d
                                            max_retry_after=max_retry_after), **options)
 
 
-@dataclass
-class BoundSession:
-    """What a worker keeps of a session between its turns: the request pipeline (with its
-    memos) and the live transcript as the last turn left it. Valid only while the row's
-    transcript_version and system prompt are unchanged and the live rows are exactly these
-    plus appended ones (sessions/runner.py::_history_for checks all three)."""
-
-    pipeline: RequestPipeline
-    history: tuple[AgentMessage, ...]
-    version: int
-    system_prompt: str
-
-
-BOUND_SESSIONS_MAX = 32
-_bound: LRUCache[int, BoundSession] = LRUCache(maxsize=BOUND_SESSIONS_MAX)
-_bound_lock = threading.Lock()  # cachetools caches are not thread-safe; worker threads share it
-
-
-def _bound_take(session_id: int) -> BoundSession | None:
-    with _bound_lock:
-        return _bound.pop(session_id, None)
-
-
-def _bound_keep(session_id: int, entry: BoundSession) -> None:
-    with _bound_lock:
-        _bound[session_id] = entry  # the least recently kept session goes past the maximum
+BOUND = SessionCache()
+"""This worker process's kept sessions (agents/session_cache.py), bounded by
+HERMES["BOUND_SESSIONS_MAX"] entries and HERMES["BOUND_SESSIONS_BYTES"] estimated bytes."""
 
 
 @dataclass
@@ -459,17 +435,22 @@ def _answer_already_stored(ctx: TurnContext, history: list[AgentMessage]):
 
 def _history_for(ctx: TurnContext) -> list[AgentMessage]:
     """The live history: this worker's copy from the previous turn plus the rows appended
-    since (one small query), or a full load when the copy is missing or stale."""
+    since (one small query), or a full load when the copy is missing or stale: the transcript
+    was rewritten, or another turn of the session started since (another worker served it;
+    agents/session_cache.py says why the whole copy goes)."""
     from sessions.models import Message
 
-    bound = _bound_take(ctx.session.pk)
+    bound = BOUND.take(ctx.session.pk)
     if bound is not None:
-        version = Session.objects.filter(pk=ctx.session.pk).values_list(
-            "transcript_version", flat=True).first()
-        last_id = max((m.id for m in bound.history if m.id is not None), default=0)
-        live = Message.objects.filter(session=ctx.session, active=True)
-        if version == bound.version:
-            new = [message_to_agent(r) for r in live.filter(id__gt=last_id).order_by("id")]
+        later = Turn.objects.filter(session_id=OuterRef("pk"), id__gt=bound.turn_id,
+                                    started_at__isnull=False).exclude(pk=ctx.turn.pk)
+        stamps = Session.objects.filter(pk=ctx.session.pk).annotate(
+            served=Exists(later)).values_list("transcript_version", "served").first()
+        version, served = stamps if stamps is not None else (None, True)
+        if bound.usable(version=version, served_since=served):
+            live = Message.objects.filter(session=ctx.session, active=True)
+            new = [message_to_agent(r)
+                   for r in live.filter(id__gt=bound.last_id).order_by("id")]
             if live.count() == len(bound.history) + len(new):
                 ctx.bound = bound
                 return [*bound.history, *new]
@@ -483,9 +464,13 @@ def _bind(ctx: TurnContext, history: tuple[AgentMessage, ...]) -> None:
         return
     version = Session.objects.filter(pk=ctx.session.pk).values_list(
         "transcript_version", flat=True).first()
-    _bound_keep(ctx.session.pk, BoundSession(pipeline=pipeline, history=history,
-                                             version=version,
-                                             system_prompt=ctx.session.system_prompt))
+    hermes = settings.HERMES
+    size = entry_bytes(history, system_prompt=ctx.session.system_prompt, previous=ctx.bound)
+    BOUND.keep(ctx.session.pk, BoundSession(pipeline=pipeline, history=history, version=version,
+                                            system_prompt=ctx.session.system_prompt,
+                                            turn_id=ctx.turn.pk, size=size),
+               max_entries=hermes["BOUND_SESSIONS_MAX"],
+               max_bytes=hermes["BOUND_SESSIONS_BYTES"])
 
 
 def _prepare(ctx: TurnContext, sink: DbSink, history: list[AgentMessage]):

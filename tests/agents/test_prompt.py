@@ -163,3 +163,30 @@ def test_recovery_rejects_a_different_tool_set_or_model(tmp_path: Path):
                               provider="anthropic") is None
     assert recover_stable_len(stored, home=None, tool_names=TOOLS, model="claude-sonnet-4-5",
                               provider="anthropic") is not None
+
+
+def test_recovery_memo_is_a_bounded_lru_and_a_hit_is_not_rebuilt(tmp_path: Path, monkeypatch):
+    """The memo holds RECOVERY_MEMO_MAX verdicts, least recently used evicted first: a verdict
+    read again survives the next insertions, an unread one is rebuilt (counted through the
+    one function a miss calls)."""
+    import agents.prompt as prompt_module
+
+    with prompt_module._recovery_lock:
+        prompt_module._recovery_memo.clear()
+    stored = build(None, tmp_path).text
+    builds = []
+    real = prompt_module.build_stable_tier
+    monkeypatch.setattr(prompt_module, "build_stable_tier",
+                        lambda **kw: builds.append(kw["model"]) or real(**kw))
+    kwargs = dict(home=None, tool_names=TOOLS, provider="anthropic")
+    limit = prompt_module.RECOVERY_MEMO_MAX
+    for n in range(limit):
+        recover_stable_len(stored, model=f"m-{n}", **kwargs)
+    recover_stable_len(stored, model="m-0", **kwargs)  # a hit: refreshed, not rebuilt
+    assert len(builds) == limit
+    recover_stable_len(stored, model="m-new", **kwargs)  # evicts m-1, the least recent
+    assert len(prompt_module._recovery_memo) == limit
+    recover_stable_len(stored, model="m-0", **kwargs)
+    assert len(builds) == limit + 1
+    recover_stable_len(stored, model="m-1", **kwargs)
+    assert builds[-1] == "m-1" and len(builds) == limit + 2

@@ -78,8 +78,7 @@ def restart_worker() -> None:
     with agents_prompt._recovery_lock:
         agents_prompt._recovery_memo.clear()
     REGISTRY.clear()
-    with runner._bound_lock:
-        runner._bound.clear()
+    runner.BOUND.clear()
 
 
 def _strip(value):
