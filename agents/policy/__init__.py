@@ -34,7 +34,8 @@ import os
 from fnmatch import fnmatchcase
 from typing import Any
 
-from agents.policy.command_risk import assess, write_targets
+from agents.policy.command_risk import assess
+from agents.policy.write_targets import write_targets
 from agents.policy.command_rules import (DESTRUCTIVE_CLASSES, first_matching_rule, most_severe,
                                   rule_matches)
 from agents.policy.command_scripts import WorkspaceReader

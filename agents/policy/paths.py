@@ -31,9 +31,11 @@ from fnmatch import fnmatchcase
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from agents.policy.command_forms import decode_ansi_c
-from agents.policy.command_risk import expand_braces, home_config_file, write_targets
+from agents.policy.command_risk import expand_braces, home_config_file
+from agents.policy.write_targets import write_targets
 from agents.policy.command_scripts import read_workspace_file
+from agents.policy.path_words import (GLOB, glob_ancestor, glob_literal_prefix, glob_reaches,
+                                      mode_targets, paths_in, word_paths)
 from agents.policy.command_tables import UNKNOWN_CWD
 from agents.tools.steering import PROTECTED_NAMES
 
@@ -119,111 +121,12 @@ def _app_config(real: str, command: int) -> _PathFinding:
                         "own configuration, database or a credential file", command)
 
 
-_PATH_LIKE = re.compile(r"(?<![\w.~/$%@+-])(?:~(?=/|$)|\.{1,2}(?=/|$)|/)"
-                        r"[^\s'\"`;|&<>(){},:=!^$\\]*")
-"""An absolute, ``~``-, ``.``- or ``..``-relative path inside a longer text (a code string, a
-``key=value``, an option's attached value): starts where no path or name character is."""
-_REL_WITH_DOTDOT = re.compile(r"(?<![\w.~/$%@+-])[\w.-]+/[^\s'\"`;|&<>(){},:=!^$\\]*")
-"""A relative path inside a text; kept only when a ``..`` component climbs out of it."""
-
-
-def _paths_in(text: str) -> list[str]:
-    """Path-like substrings of ``text``: absolute, ``~``/``.``/``..``-relative, and relative
-    paths with a ``..`` component (``sub/../../3/x``)."""
-    out = [m.group(0) for m in _PATH_LIKE.finditer(text)]
-    out += [m.group(0) for m in _REL_WITH_DOTDOT.finditer(text)
-            if ".." in m.group(0).split("/")]
-    return out
-
-
-_JOINS = re.compile(r"""(['"])\s*(?:\+|\.|\.\.)?\s*\1""")
-_COMMA_JOINS = re.compile(r"""(['"])\s*,\s*\1""")
-
-
-def _word_paths(word: str) -> list[str]:
-    """Every path a word may name (candidates; the caller resolves them): the word itself,
-    the value of ``--opt=path`` / ``key=path`` (``if=``, ``--git-dir=``), an option's attached
-    value (``-C/dir``), a ``file:`` URI, and every absolute / ``~`` / ``..`` path inside it
-    (quoted code: ``open('/d/x')``), also after decoding backslash escapes (``'\x2fd'``) and
-    undoing string concatenation (``'/d' + '/x'``, ``'/d' '/x'``, ``join('/d', 'x')``).
-    Shapes: str -> list[str], in order, without duplicates. Source: the brief "by any
-    spelling" of issue 8 finding 2 (paths.py module docstring)."""
-    if not word:
-        return []
-    out: list[str] = []
-    if word.startswith("-"):
-        if "=" in word and word.split("=", 1)[1]:
-            out.append(word.split("=", 1)[1])
-        m = re.match(r"^-[A-Za-z](.+)$", word)
-        if m and m.group(1).startswith(("/", "~", "..")):
-            out.append(m.group(1))
-    elif word.startswith("file:"):
-        out.append(word[5:].split("?", 1)[0])
-    else:
-        out.append(word)
-    out += [v for v in word.split("=")[1:] if v]
-    texts = [word]
-    if "\\" in word:
-        texts.append(decode_ansi_c(word))
-    for text in list(texts):
-        joined = _JOINS.sub("", text)
-        if joined != text:
-            texts.append(joined)
-        commas = _COMMA_JOINS.sub("/", text)
-        if commas != text:
-            texts.append(commas)
-    for text in texts:
-        out += _paths_in(text)
-    return list(dict.fromkeys(p for p in out if p))
-
-
-def _mode_targets(cmd: SimpleCommand) -> tuple[str, ...]:
-    """Operands whose permissions or ownership ``cmd`` changes."""
-    name, args = cmd.argv[0], cmd.argv[1:]
-    ops = [a for a in args if not a.startswith("-")]
-    if name in ("chmod", "chown", "chgrp") and len(ops) >= 2:
-        return tuple(ops[1:])
-    if name in ("chattr", "setfacl") and ops:
-        return tuple(ops[1:] if name == "setfacl" else ops)
-    return ()
-
-
-_GLOB = re.compile(r"[*?]|\[[^\]]*\]")
-
-
-def _glob_reaches(pattern: str, root: str) -> bool:
-    """Could the glob ``pattern`` (absolute, normalised) name ``root`` or a path inside it?
-    Component by component, as the shell matches (``/s?v/herm*/data/x`` reaches
-    ``/srv/hermes/data``); a pattern with fewer components than ``root`` names an ancestor,
-    not ``root`` (a recursive program on it is judged by _recursive_findings)."""
-    pat = [c for c in pattern.split("/") if c]
-    parts = [c for c in root.split("/") if c]
-    return len(pat) >= len(parts) and all(fnmatchcase(r, p) for r, p in zip(parts, pat))
-
-
-def _glob_ancestor(pattern: str, root: str) -> bool:
-    """Could the glob ``pattern`` name a proper ancestor of ``root`` (``/s*`` of /srv/app)?"""
-    pat = [c for c in pattern.split("/") if c]
-    parts = [c for c in root.split("/") if c]
-    return len(pat) < len(parts) and all(fnmatchcase(r, p) for r, p in zip(parts, pat))
-
-
-def _glob_literal_prefix(pattern: str) -> str:
-    """The directories of ``pattern`` before its first glob character (``/a/b*/c`` → /a)."""
-    out: list[str] = []
-    for c in pattern.split("/")[1:]:
-        if _GLOB.search(c):
-            break
-        out.append(c)
-    return "/" + "/".join(out)
-
-
 def _glob_hits(lexical: str, roots: tuple[str, ...], workspace: str) -> bool:
     """A glob path that may expand into one of ``roots`` (none when the glob starts inside
     the session's own workspace: ``~/*.py``)."""
-    if not _GLOB.search(lexical) or is_within(_glob_literal_prefix(lexical), workspace):
+    if not GLOB.search(lexical) or is_within(glob_literal_prefix(lexical), workspace):
         return False
-    return any(_glob_reaches(lexical, r) or _glob_reaches(lexical, os.path.realpath(r))
+    return any(glob_reaches(lexical, r) or glob_reaches(lexical, os.path.realpath(r))
                for r in roots)
 
 
@@ -236,7 +139,7 @@ def _sensitive(real: str, lexical: str, ctx: PolicyContext, workspace: str) -> b
 def _private(real: str, lexical: str, ctx: PolicyContext, workspace: str) -> bool:
     """Inside the app's data, code, other workspaces or HERMES home (and not inside this
     session's own workspace); a glob counts when it may expand into one of them."""
-    if is_within(real, workspace) and not _GLOB.search(lexical):
+    if is_within(real, workspace) and not GLOB.search(lexical):
         return False
     return any(is_within(real, os.path.realpath(p)) or is_within(lexical, p)
                for p in ctx.private_paths) and not is_within(real, workspace) or _glob_hits(
@@ -272,7 +175,7 @@ def path_findings(parsed: ParsedCommand, ctx: PolicyContext, workspace: str,
                     break
         if not host:
             continue
-        writes = [b for t in (*write_targets(cmd), *_mode_targets(cmd))
+        writes = [b for t in (*write_targets(cmd), *mode_targets(cmd))
                   for b in expand_braces(t)]
         for t in writes:
             if _QUIET_DEVICES.match(t):
@@ -305,12 +208,12 @@ def path_findings(parsed: ParsedCommand, ctx: PolicyContext, workspace: str,
         words = [w for layer in cmd.layers for w in layer[1:]]
         words += [*cmd.options, *cmd.assigns, *(t for _, t in cmd.redirects)]
         if cmd.stdin_text:
-            words += _paths_in(cmd.stdin_text)
+            words += paths_in(cmd.stdin_text)
         for text in _argument_files(cmd, parsed.commands[i - 1] if i else None, workspace):
-            words += _paths_in(text)
+            words += paths_in(text)
         seen: set[str] = set()
         for w in dict.fromkeys(words):
-            for path in (b for p in _word_paths(w) for b in expand_braces(p)):
+            for path in (b for p in word_paths(w) for b in expand_braces(p)):
                 if path in seen or unknown and not path.startswith(("/", "~")):
                     continue
                 seen.add(path)
@@ -445,14 +348,14 @@ def _recursive_findings(cmd: SimpleCommand, index: int, ctx: PolicyContext, work
     for root in (b for r in roots for b in expand_braces(r)):
         lexical, real = resolve_path(root.rstrip("*") or root, ctx,
                                      None if cmd.cwd == UNKNOWN_CWD else cmd.cwd)
-        globbed = bool(_GLOB.search(lexical)) and not is_within(
-            _glob_literal_prefix(lexical), workspace)
+        globbed = bool(GLOB.search(lexical)) and not is_within(
+            glob_literal_prefix(lexical), workspace)
         if is_within(real, workspace) and not globbed:
             continue  # ``rm -rf *``, ``find . -exec``: the session's own files
         below = list(dict.fromkeys(p for p in private if not is_within(p, workspace) and (
-            p != real and is_within(p, real) or globbed and _glob_ancestor(lexical, p))))
+            p != real and is_within(p, real) or globbed and glob_ancestor(lexical, p))))
         if mode == "write" and not below and any(
-                is_within(real, p) or globbed and _glob_reaches(lexical, p) for p in private):
+                is_within(real, p) or globbed and glob_reaches(lexical, p) for p in private):
             below = [real]  # ``find <private dir> -delete``: the tree itself is private
         if not below:
             continue

@@ -325,7 +325,9 @@ def test_b32_export_then_delete_is_still_gated(alice_session, people, model):
     session, ws = alice_session
     (ws / "build").mkdir()
     model.plan = [terminal("export APP_YOLO=1 HERMES_YOLO=1"),
-                  terminal("rm -rf ./build /tmp/x")]
+                  # a scratch path that is nobody's checkout: CI clones into /tmp/x, and
+                  # deleting the app's code is denied, not asked (this test failed there)
+                  terminal("rm -rf ./build /tmp/hermes-b32-scratch")]
     turn = run_turn(session, people["alice"])
     assert turn.status == Turn.Status.AWAITING_APPROVAL
     assert (ws / "build").exists()

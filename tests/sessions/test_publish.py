@@ -7,8 +7,8 @@ The Redis tests run in services mode (REDIS_URL; the real pub/sub channel layer)
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import pytest
-from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
 from sessions import events
@@ -88,7 +88,10 @@ def test_events_of_many_groups_reach_redis_in_order_in_pipelined_batches(setting
         return seen
 
     try:
-        seen = async_to_sync(scenario)()
+        # On a thread of its own: an earlier test in the same process may have left an event
+        # loop running on this one, where async_to_sync refuses to run (failed in CI).
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            seen = pool.submit(asyncio.run, scenario()).result(60)
     finally:
         publisher._senders[id(layer)] = (layer, sender)
     assert all(v == list(range(1, 101)) for v in seen.values())
