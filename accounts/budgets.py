@@ -179,13 +179,16 @@ class BudgetedTransport:
     """A transport whose every ``complete`` is admitted by ``budget_reserve`` first. A call
     that raises settles its reservation (nothing was billed that we can price); a call that
     returns is settled by the UsageRecord write. ``on_warning(text)`` receives the 80%
-    warnings. Everything else is delegated to the wrapped transport."""
+    warnings. Everything else is delegated to the wrapped transport. ``reserved``: whether
+    the last call left reservations for its UsageRecord write to settle (False: no budget
+    applied, nothing to delete)."""
 
     def __init__(self, inner, *, session, on_warning=None):
         self._inner = inner
         self._session = session
         self._on_warning = on_warning
         self._warned: set[str] = set()
+        self.reserved = True  # unknown until a call: settle
 
     def __getattr__(self, name):
         return getattr(self._inner, name)
@@ -193,7 +196,9 @@ class BudgetedTransport:
     def complete(self, request: ModelRequest, **kwargs):
         # Cheap when no budget applies: the payload is only measured when one does.
         if not budgets_for(self._session):
+            self.reserved = False
             return self._inner.complete(request, **kwargs)
+        self.reserved = True
         estimate = estimate_payload_tokens(self._inner.build_payload(request))
         admission = budget_reserve(session=self._session, model=request.model,
                                    prompt_estimate=estimate, max_tokens=request.max_tokens)

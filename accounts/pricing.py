@@ -3,8 +3,11 @@ and the price of one usage row. The arithmetic and the rules live in agents/pric
 
 from __future__ import annotations
 
+import threading
 from datetime import datetime
 from decimal import Decimal
+
+from cachetools import TTLCache
 
 from django.conf import settings
 from django.db import transaction
@@ -16,11 +19,40 @@ from agents.pricing import (
 from sessions.models import UsageRecord
 
 
-def rate_overrides_load() -> tuple[RateOverride, ...]:
+RATE_OVERRIDES_TTL_SECONDS = 5.0
+"""How long a process reuses the overrides it read (every provider call is priced, and the
+admin rows were one query per call). Saving or deleting a row clears this process's copy at
+once (rate_overrides_clear, connected in AccountsConfig.ready); other processes price with
+the new rates at most this many seconds later, and `hermes reprice` re-prices history."""
+_OVERRIDES: TTLCache = TTLCache(maxsize=8, ttl=RATE_OVERRIDES_TTL_SECONDS)
+_OVERRIDES_LOCK = threading.Lock()
+
+
+def rate_overrides_clear(*args, **kwargs) -> None:
+    """Forget this process's copy of the overrides (a signal receiver: any arguments)."""
+    with _OVERRIDES_LOCK:
+        _OVERRIDES.clear()
+
+
+def rate_overrides_load(*, fresh: bool = False) -> tuple[RateOverride, ...]:
     """Every operator override in force: admin rows first (newest decision wins over the
     settings file), then HERMES_PRICING_OVERRIDES (settings: a list of dicts with provider,
     model and per-bucket USD/MTok rates), then the $0 self-hosted defaults. Within each
-    source an exact model beats "*" (agents/pricing.py rates_resolve)."""
+    source an exact model beats "*" (agents/pricing.py rates_resolve). Reused for up to
+    RATE_OVERRIDES_TTL_SECONDS unless ``fresh``."""
+    key = repr(settings.HERMES.get("PRICING_OVERRIDES", ()))
+    if not fresh:
+        with _OVERRIDES_LOCK:
+            cached = _OVERRIDES.get(key)
+        if cached is not None:
+            return cached
+    loaded = _overrides_read()
+    with _OVERRIDES_LOCK:
+        _OVERRIDES[key] = loaded
+    return loaded
+
+
+def _overrides_read() -> tuple[RateOverride, ...]:
     rows = tuple(
         RateOverride(provider=r.provider, model=r.model or "*", updated_at=r.updated_at,
                      **{b: getattr(r, b) for b in BUCKETS})
@@ -92,7 +124,7 @@ def usage_reprice(*, since: datetime | None = None, batch: int = 2_000) -> dict[
     now, each at its own call's date and prompt size. Idempotent: a row whose cost, source,
     fetched-at and reason are already right is not written. Each batch is one transaction.
     Returns counts: rows seen, rows changed, rows of unknown cost."""
-    overrides = rate_overrides_load()
+    overrides = rate_overrides_load(fresh=True)
     rows = UsageRecord.objects.order_by("id")
     if since is not None:
         rows = rows.filter(created_at__gte=since)

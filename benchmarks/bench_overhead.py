@@ -316,6 +316,27 @@ def instrument() -> None:
     runner.lease_renew = _timed("lease_renew", runner.lease_renew)
     loads = _timed("history_load", sessions.transcript.history_load)
     runner.history_load = loads
+    # The turn's edges (first and last iterations): task start and end, the turn's setup.
+    import sessions.tasks as tasks
+    import sessions.toolbox as toolbox
+    from accounts.budgets import BudgetedTransport
+
+    for module, name, label in (
+            (tasks, "turn_next", "tasks.turn_next (+ recovery, waits)"),
+            (tasks, "lease_acquire", "tasks.lease_acquire"),
+            (tasks, "lease_release", "tasks.lease_release"),
+            (tasks, "turn_runnable", "tasks.turn_runnable"),
+            (runner, "_begin", "runner._begin (turn.started, user msg, history)"),
+            (runner, "_finish", "runner._finish (turn.finished)"),
+            (runner, "_bind", "runner._bind (keep the session)"),
+            (runner, "cache_strategy", "runner cache_strategy"),
+            (runner, "session_prune", "runner session_prune"),
+            (toolbox, "tool_schema_refresh", "toolbox.tool_schema_refresh")):
+        if hasattr(module, name):
+            setattr(module, name, _timed(label, getattr(module, name)))
+    BudgetedTransport.complete = _timed("BudgetedTransport.complete (all wrappers + model; "
+                                        "minus the model call = wrappers)",
+                                        BudgetedTransport.complete)
     gc.callbacks.append(_gc_timer())
     _count_statements()
 
@@ -331,6 +352,22 @@ def _statement_kind(sql: str) -> str:
     return head
 
 
+SQL_LOG: str | None = None
+"""--sql-log FILE: every statement with its iteration and the project frame that sent it."""
+
+
+def _caller() -> str:
+    """The innermost frame of the project's own code (not the benchmark's) on the stack."""
+    import traceback
+
+    root = str(Path(__file__).resolve().parents[1])
+    for frame in reversed(traceback.extract_stack()):
+        if frame.filename.startswith(root) and "/benchmarks/" not in frame.filename \
+                and "/.venv/" not in frame.filename:
+            return f"{frame.filename[len(root) + 1:]}:{frame.lineno} {frame.name}"
+    return "?"
+
+
 WRITES = {"INSERT", "UPDATE", "DELETE", "WITH..INSERT", "WITH..UPDATE"}
 
 
@@ -340,9 +377,13 @@ def _count_statements() -> None:
     from django.db.backends.base.base import BaseDatabaseWrapper
     from django.db.backends.signals import connection_created
 
+    log = open(SQL_LOG, "w") if SQL_LOG else None  # noqa: SIM115 (open for the run)
+
     def wrapper(execute, sql, params, many, context):
         kind = _statement_kind(sql)
         counts = REC.statements[REC.iteration()]
+        if log is not None:
+            log.write(f"{REC.iteration()}\t{_caller()}\t{' '.join(sql.split())[:160]}\n")
         counts[kind] += 1
         if kind in WRITES and not context["connection"].in_atomic_block:
             counts["autocommit write"] += 1  # its own transaction: one commit
@@ -460,9 +501,13 @@ def main() -> int:
     parser.add_argument("--messages", type=int, default=SESSION_MESSAGES)
     parser.add_argument("--floor-samples", type=int, default=FLOOR_SAMPLES)
     parser.add_argument("--keep", action="store_true", help="keep the database afterwards")
+    parser.add_argument("--sql-log", metavar="FILE",
+                        help="write every SQL statement (iteration, calling frame, text)")
     parser.add_argument("--profile", metavar="FILE",
                         help="write a cProfile of the harness loop (pstats) to FILE")
     args = parser.parse_args()
+    global SQL_LOG
+    SQL_LOG = args.sql_log
 
     from simulator import SimulatorServer
     import simulator.prefix as sim_prefix

@@ -239,4 +239,4 @@ def child_cards(*, session: Session, call_id: str | None = None) -> list[dict]:
 
 wait_register(Wait(status=Turn.Status.AWAITING_CHILDREN, pending=_children_pending,
                    cancel=_children_cancel))
-turn_ended_register(child_turn_ended)
+turn_ended_register(child_turn_ended, children_only=True)

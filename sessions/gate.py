@@ -19,7 +19,6 @@ from agents.tools.clarify import clarify_gate
 from agents.tools.registry import ToolRegistry
 from sessions.backends import backend_kind
 from sessions import mcp
-from sessions.clarify import clarify_answers
 from sessions.hooks import APPROVALS
 from sessions.models import Session, Turn
 
@@ -68,10 +67,11 @@ def policy_context_for(*, user, session: Session | None, state: GateState | None
 def policy_gate(ctx, state: GateState, tools: ToolRegistry):
     """gate(call) -> Decision: the one policy function, fed this turn's approval state and
     the session's tools (the policy judges what they declare). ``ctx``: the runner's
-    TurnContext."""
-    policy_ctx = policy_context_for(user=ctx.session.owner, session=ctx.session, state=state,
+    TurnContext: its ``owner_user``, ``clarify_answers`` and ``registry`` are read once
+    per run)."""
+    policy_ctx = policy_context_for(user=ctx.owner_user, session=ctx.session, state=state,
                                     workspace=ctx.workspace, unattended=ctx.turn.unattended)
-    answered = frozenset(clarify_answers(turn=ctx.turn))
+    answered = frozenset(ctx.clarify_answers)
     no_one_to_answer = turn_unattended(ctx.session, ctx.turn)
 
     def gate(call: ToolCall) -> Decision:

@@ -46,14 +46,14 @@ from agents.transports.errors import QUOTA_ADVICE
 from agents.transports.patience import Patience, PatientTransport, routes_resting
 from agents.transports.retry import RetryPolicy
 from sessions import delegation, toolbox
-from sessions.clarify import clarify_question_create
+from sessions.clarify import clarify_answers, clarify_question_create
 from sessions.context import (CACHE_TTL_SECONDS, breaker_fields, breaker_load, cache_settings,
                               cache_strategy, cache_strategy_store, session_compact,
                               session_micro_compact, session_prune)
 from sessions.events import event_append
 from sessions.hooks import APPROVALS, MONEY
 from sessions.inputs import prompt_session_label
-from sessions.leases import lease_check, lease_held_by_other, lease_renew, lease_validate
+from sessions.leases import lease_held_by_other, lease_renew, lease_validate
 from sessions.models import Session, Turn
 from sessions.services import workspace_path
 from sessions.sink import DbSink, ledger_for, started_call_ids
@@ -164,10 +164,32 @@ class TurnContext:
     """{"kind", "error"} of the last compaction committed in this turn (defect 7)."""
     budget: IterationBudget | None = None
     """This run's iteration budget: what it charged is added to Turn.iterations."""
+    seen_call_ids: set[str] | None = None
+    """Every call id of the history this run started from (None: unknown, so every call
+    is looked up in the ledger)."""
 
     @cached_property
     def profile(self) -> ProviderProfile:
         return provider_profile(self.session)
+
+    @cached_property
+    def registry(self):
+        """The session's tools for this run (its pinned snapshot; the schema never changes
+        mid-turn, sessions/toolbox.py::tool_schema_rebuild), loaded once per run: it was one
+        query per tool batch and per prompt build."""
+        return toolbox.registry_for(self.session)
+
+    @cached_property
+    def clarify_answers(self) -> dict[str, str]:
+        """{tool_call_id: answer} of this turn's answered questions, read once per run: an
+        answer can only arrive while the turn waits AWAITING_ANSWER, that is between runs
+        (the run that asked has ended), so it cannot change during this one."""
+        return clarify_answers(turn=self.turn)
+
+    @cached_property
+    def owner_user(self):
+        """The session's owner (the acting user of every policy decision), read once."""
+        return self.session.owner
 
     @cached_property
     def transport(self):
@@ -232,12 +254,13 @@ class TurnContext:
             started_at=session.started_at.date())
         Session.objects.filter(pk=session.pk).update(tool_names=names, system_prompt=prompt.text)
         session.tool_names, session.system_prompt = names, prompt.text
+        self.__dict__.pop("registry", None)  # built from the names just pinned
 
     @cached_property
     def pipeline(self) -> RequestPipeline:
         self.ensure_prompt()
         session = self.session
-        tools = toolbox.registry_for(session).specs(session.tool_names)
+        tools = self.registry.specs(session.tool_names)
         if (self.bound is not None and self.bound.system_prompt == session.system_prompt
                 and self.bound.pipeline.tools == tools):  # a rebuild may keep the prompt
             return self.bound.pipeline
@@ -270,7 +293,7 @@ class TurnContext:
         from agents.context.tokens import prefix_fingerprint
 
         session = self.session
-        tools = toolbox.registry_for(session).specs(session.tool_names)
+        tools = self.registry.specs(session.tool_names)
         live = self.loaded if self.loaded is not None else history_load(session=session)
         return Calibrator.from_dict(
             session.usage_anchor, threshold=self.threshold,
@@ -313,8 +336,8 @@ def turn_execute(*, session: Session, turn: Turn, owner: str) -> str:
                 observe=lambda req, resp: _observe(ctx, sink, req, resp),
                 recover=lambda h, exc: _recover(ctx, sink, h, exc))
             # A resumed turn continues its budget (what earlier runs charged is stored).
-            spent = Turn.objects.filter(pk=ctx.turn.pk).values_list("iterations",
-                                                                    flat=True).first() or 0
+            # (The row as turn_next read it under this lease: only the holder changes it.)
+            spent = ctx.turn.iterations or 0
             ctx.budget = IterationBudget(delegation.child_iterations(session) if session.parent_id
                                          else settings.HERMES["MAX_ITERATIONS"],
                                          spent_before=spent)
@@ -382,50 +405,57 @@ def _reduce_by_hand(ctx: TurnContext, sink: DbSink) -> str:
 
 
 def _begin(ctx: TurnContext, sink: DbSink) -> list[AgentMessage]:
-    """Mark the turn running and, for a new turn, store its user message."""
+    """Mark the turn running and, for a new turn, store its user message: one transaction
+    (the session row first, as every transcript writer locks it, then the turn's)."""
     turn = ctx.turn
     from sessions.models import Message
 
-    last = Message.objects.filter(session=ctx.session).order_by("-id").first()
-    ctx.idle_seconds = (timezone.now() - last.created_at).total_seconds() if last else 0.0
+    last = (Message.objects.filter(session=ctx.session).order_by("-id")
+            .values_list("created_at", flat=True).first())
+    ctx.idle_seconds = (timezone.now() - last).total_seconds() if last else 0.0
     with transaction.atomic():
-        lease_validate(session=ctx.session, owner=ctx.owner)
         # A turn awaiting approval, one a dead worker left running (redelivered task or
         # recovery job), or one stopped by a budget and resumed: its message is stored.
         resumed = turn.status in WAITING_STATUSES or turn.user_message_id is not None
+        # The write validates the lease; Stop winning the race below rolls it back.
+        stored = sink.turn_started(
+            {"turn_id": turn.pk, "resumed": resumed},
+            None if resumed else toolbox.user_message_for(ctx.session, turn, ctx.workspace))
+        columns = {"status": Turn.Status.RUNNING,
+                   "started_at": turn.started_at or timezone.now()}
+        if stored is not None:
+            columns["user_message_id"] = stored.id
         if not Turn.objects.filter(pk=turn.pk, status__in=[
-                Turn.Status.QUEUED, Turn.Status.RUNNING, *WAITING_STATUSES]).update(
-                status=Turn.Status.RUNNING, started_at=turn.started_at or timezone.now()):
+                Turn.Status.QUEUED, Turn.Status.RUNNING, *WAITING_STATUSES]).update(**columns):
             raise TurnCancelled("stopped before it started")  # Stop won the race
         turn.status = Turn.Status.RUNNING
-        event_append(session_id=ctx.session.pk, type="turn.started",
-                     payload={"turn_id": turn.pk, "resumed": resumed})
-        if not resumed:
-            user_message = toolbox.user_message_for(ctx.session, turn, ctx.workspace)
-            stored = sink.message_added(user_message)
-            Turn.objects.filter(pk=turn.pk).update(user_message_id=stored.id)
+        if stored is not None:
+            turn.user_message_id = stored.id
     ctx.loaded = _history_for(ctx)
     # Calls that began and have no stored result are "interrupted", never "not executed".
     # Only calls the live history leaves unanswered can need that word (agents/context/
     # history.py asks about no other id), so only they are looked up.
+    ctx.seen_call_ids, unanswered = _call_ids(ctx.loaded)
     ctx.pipeline.started_call_ids = started_call_ids(
-        session=ctx.session, ledgered=True, among=_unanswered_ids(ctx.loaded))
+        session=ctx.session, ledgered=True, among=unanswered)
     return ctx.loaded
 
 
-def _unanswered_ids(history: list[AgentMessage]) -> set[str]:
-    """Call ids that occur more often as calls than as results in ``history``."""
+def _call_ids(history: list[AgentMessage]) -> tuple[set[str], set[str]]:
+    """(every call id in ``history``, as a call or a result; the ids that occur more often
+    as calls than as results: unanswered)."""
     calls = Counter(c.id for m in history if m.role == "assistant" for c in m.tool_calls)
-    calls.subtract(m.tool_call_id for m in history if m.role == "tool" and m.tool_call_id)
-    return {cid for cid, left in calls.items() if left > 0}
+    results = Counter(m.tool_call_id for m in history if m.role == "tool" and m.tool_call_id)
+    seen = set(calls) | set(results)
+    calls.subtract(results)
+    return seen, {cid for cid, left in calls.items() if left > 0}
 
 
 def _answer_already_stored(ctx: TurnContext, history: list[AgentMessage]):
     """A resumed turn whose final reply is already stored (an assistant message without
     tool calls after this turn's user message): the reply, else None. Asking the model
     again would redo the whole turn, side effects included (found by the soak)."""
-    user_id = Turn.objects.filter(pk=ctx.turn.pk).values_list("user_message_id",
-                                                              flat=True).first()
+    user_id = ctx.turn.user_message_id  # the row's, loaded by turn_next or set by _begin
     last = history[-1] if history else None
     if (user_id is None or last is None or last.role != "assistant" or last.tool_calls
             or last.id is None or last.id <= user_id):
@@ -447,13 +477,14 @@ def _history_for(ctx: TurnContext) -> list[AgentMessage]:
         stamps = Session.objects.filter(pk=ctx.session.pk).annotate(
             served=Exists(later)).values_list("transcript_version", "served").first()
         version, served = stamps if stamps is not None else (None, True)
+        # Every rewrite of the live transcript (compaction, rewind, edit, prune) bumps
+        # transcript_version, and only the lease holder appends rows: the copy plus the
+        # rows after it is the live history (a COUNT over every live row was 2-4 ms a turn).
         if bound.usable(version=version, served_since=served):
-            live = Message.objects.filter(session=ctx.session, active=True)
-            new = [message_to_agent(r)
-                   for r in live.filter(id__gt=bound.last_id).order_by("id")]
-            if live.count() == len(bound.history) + len(new):
-                ctx.bound = bound
-                return [*bound.history, *new]
+            new = [message_to_agent(r) for r in Message.objects.filter(
+                session=ctx.session, active=True, id__gt=bound.last_id).order_by("id")]
+            ctx.bound = bound
+            return [*bound.history, *new]
     return history_load(session=ctx.session)
 
 
@@ -479,11 +510,11 @@ def _prepare(ctx: TurnContext, sink: DbSink, history: list[AgentMessage]):
     batch is stored."""
     seconds = settings.HERMES["LEASE_SECONDS"]
     renewed = sink.lease_renewed_at
-    if renewed is not None and time.monotonic() - renewed < seconds / 3:
-        # A write renewed the lease moments ago (the heartbeat's cadence): checking it is a
-        # read, where renewing again would be one more commit.
-        lease_check(session=ctx.session, owner=ctx.owner)
-    else:
+    if renewed is None or time.monotonic() - renewed >= seconds / 3:
+        # Otherwise a guarded write renewed the lease moments ago, proving it ours until
+        # then + LEASE_SECONDS (nobody takes a lease before it expires; the margin of two
+        # thirds of it absorbs clock skew between workers): checking would be a query
+        # that cannot fail, renewing one more commit.
         lease_renew(session=ctx.session, owner=ctx.owner, seconds=seconds)
         sink.lease_renewed_at = time.monotonic()
     strategy = None
@@ -532,44 +563,44 @@ def _prepare(ctx: TurnContext, sink: DbSink, history: list[AgentMessage]):
 
 def _execute(ctx: TurnContext, sink: DbSink, calls: list[ToolCall]):
     """Answer from the tool-result ledger what already ran (a redelivered task, a replayed
-    call id), report a call that started with no recorded output as of unknown outcome,
-    dispatch the rest; each call is announced when it starts and ledgered when it ends."""
-    # A delegate call's only effect is the transaction that creates its children and saves
-    # the turn awaiting them; the turn runs again only after its result is ledgered. So a
-    # delegate call announced with no ledgered result never took effect: run it again
-    # (children_spawn is idempotent per call id) instead of "outcome unknown".
-    started = started_call_ids(session=ctx.session, among={c.id for c in calls}) - {
-        c.id for c in calls if c.name == DELEGATE_TOOL}
-    split = split_by_ledger(calls, ledger=ledger_for(session=ctx.session, calls=calls),
-                            started=started)
-    tool_ctx = toolbox.tool_context(ctx, should_stop=sink.should_stop)
+    call id), report a call with effects that started with no recorded output as of unknown
+    outcome, dispatch the rest; the calls of a segment are announced together when they
+    start, and a call with effects is ledgered when it ends."""
+    registry = ctx.registry
+
+    def read_only(call: ToolCall) -> bool:
+        return bool(getattr(registry.get(call.name), "read_only", False))
+
+    split = split_by_ledger(calls, **_ledger_facts(ctx, sink, calls, read_only))
     order = {id(call): index for index, call in enumerate(calls)}
     ranked = list(split.answered.items())
     pending: list = []
     fresh = [calls[i] for i in split.to_run]
+    tool_ctx = toolbox.tool_context(ctx, should_stop=sink.should_stop)
     if fresh:
         state = APPROVALS.gate_state(session=ctx.session, turn=ctx.turn)
-        registry = toolbox.registry_for(ctx.session)
         # execute_code's script calls tools back through the same registry and policy gate.
         tool_ctx = toolbox.with_code_rpc(tool_ctx, registry=registry,
                                          gate=toolbox.policy_gate(ctx, state, registry=registry))
         announced: list[ToolCall] = []
 
-        def read_only(call: ToolCall) -> bool:
-            return bool(getattr(registry.get(call.name), "read_only", False))
+        def on_calls(started: list[ToolCall]) -> None:
+            announced.extend(started)
+            sink.tools_called(started, read_only=[read_only(c) for c in started])
 
-        def on_call(call: ToolCall) -> None:
-            announced.append(call)
-            sink.tool_called(call, read_only=read_only(call))
+        def on_result(call: ToolCall, out) -> None:
+            sink.tools_ran()
+            # A read has no effect to protect: its output is stored with the batch's results
+            # (one commit) and a read interrupted before that simply runs again. A call with
+            # effects is ledgered at once, before anything else can fail (B39).
+            if not read_only(call):
+                sink.tool_finished(call, out.text, out.is_error)
 
         try:
             outcome = dispatch_tool_calls(
                 fresh, registry=registry, ctx=tool_ctx,
                 gate=toolbox.policy_gate(ctx, state, registry=registry),
-                should_stop=sink.should_stop,
-                on_call=on_call,
-                on_result=lambda call, out: sink.tool_finished(call, out.text, out.is_error,
-                                                               read_only=read_only(call)),
+                should_stop=sink.should_stop, on_calls=on_calls, on_result=on_result,
                 should_steer=sink.steer_pending)
         except DelegationRequested as exc:
             # The delegate call runs alone in its segment (no path scope, not read-only),
@@ -587,11 +618,34 @@ def _execute(ctx: TurnContext, sink: DbSink, calls: list[ToolCall]):
     return results, pending
 
 
+def _ledger_facts(ctx: TurnContext, sink: DbSink, calls: list[ToolCall], read_only) -> dict:
+    """split_by_ledger's ``ledger`` and ``started`` for ``calls``.
+
+    Calls the model emitted in a reply of this run whose ids the session has not seen
+    before (not in the history this run started from, not in an earlier reply of this
+    run) can have no ledger entry and no start announcement: they are answered without
+    a query. Anything else (a resumed turn's unanswered calls, a replayed id) is looked up.
+    Of the calls that started with no recorded output, only those with effects are of
+    unknown outcome; an interrupted read runs again. A delegate call announced with no
+    ledgered result never took effect (its only effect is the transaction that creates
+    its children and saves the turn awaiting them), so it runs again too
+    (children_spawn is idempotent per call id)."""
+    ids = [c.id for c in calls]
+    if sink.fresh_calls(ids, seen=ctx.seen_call_ids):
+        return {"ledger": {}, "started": set()}
+    started = {cid for cid in started_call_ids(session=ctx.session, among=set(ids))
+               if any(c.id == cid and c.name != DELEGATE_TOOL and not read_only(c)
+                      for c in calls)}
+    return {"ledger": ledger_for(session=ctx.session, calls=calls), "started": started}
+
+
 def _observe(ctx: TurnContext, sink: DbSink, request: ModelRequest,
              response: ModelResponse) -> None:
     """Where the billed count arrives: re-anchor calibration, judge the compaction verdict,
     track cache health; all persisted on the row."""
     billed = response.usage.prompt_tokens if response.usage else None
+    # No budget applied to the call: its UsageRecord write has no reservation to delete.
+    sink.reservation_open = getattr(ctx.transport, "reserved", True)
     calibrator = ctx.pipeline.calibrator
     calibrator.after_response(billed)
     ctx.pipeline.note_billed(billed)
@@ -739,8 +793,12 @@ def _finish(ctx: TurnContext, sink: DbSink, status: str, event: str, payload: di
     except Exception as exc:  # recorded on the turn below, not swallowed
         log.exception("flushing text of turn %s failed", ctx.turn.pk)
         error = f"{error}\n(streamed text not flushed: {exc!r})".strip()
+    renewed = sink.lease_renewed_at
+    recent = renewed is not None and (time.monotonic() - renewed
+                                      < settings.HERMES["LEASE_SECONDS"] / 3)
     with transaction.atomic():
-        if lease_held_by_other(session=ctx.session, owner=ctx.owner):
+        # A write renewed our lease moments ago: nobody else can hold it (runner._prepare).
+        if not recent and lease_held_by_other(session=ctx.session, owner=ctx.owner):
             # Our lease expired and another worker resumed this turn: its outcome is theirs.
             log.warning("turn %s is held by another worker; not marking it %s",
                         ctx.turn.pk, status)
@@ -751,7 +809,8 @@ def _finish(ctx: TurnContext, sink: DbSink, status: str, event: str, payload: di
         Session.objects.filter(pk=ctx.session.pk).update(stop_requested=False)
         event_append(session_id=ctx.session.pk, type=event,
                      payload={"turn_id": ctx.turn.pk, "usage": sink.usage_total, **payload})
-        turn_ended(ctx.turn.pk)  # a child's end may resume its parent (same transaction)
+        # A child's end may resume its parent (same transaction).
+        turn_ended(ctx.turn.pk, child=ctx.session.parent_id is not None)
     return status
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from decimal import Decimal
 
 from django.conf import settings
@@ -95,6 +96,13 @@ class DbSink:
         self.lease_renewed_at: float | None = None
         """time.monotonic() of the last write that renewed the lease (runner._prepare
         skips its own renewal while this is recent)."""
+        self._reply_call_ids: Counter[str] = Counter()
+        """Tool call ids of the replies this sink stored (``fresh_calls``)."""
+        self._steer_seen: tuple[bool, float] | None = None
+        """(a correction waited, time.monotonic()) as the last guarded write saw it."""
+        self.reservation_open = True
+        """Whether the provider call being recorded left spend reservations to settle (the
+        runner sets it from the budgeted transport; unknown → True, so they are deleted)."""
         self.columns: dict = {}
         """Session columns to write with the next guarded write (runner._observe: the
         calibration anchor, the breaker, cache health), so a reply is one commit."""
@@ -115,11 +123,30 @@ class DbSink:
         event, then ``message`` and its event, in ONE transaction under the lease (with the
         text still buffered and the columns runner._observe left in ``columns``). Lease
         lost: the usage is still recorded (the call was billed), then LeaseLost."""
-        return self._write(messages=[(message, kind)],
-                           usage=self._usage(usage, request, response, "turn"))[0]
+        stored = self._write(messages=[(message, kind)],
+                             usage=self._usage(usage, request, response, "turn"))[0]
+        self._reply_call_ids.update(c.id for c in message.tool_calls)
+        return stored
+
+    def fresh_calls(self, call_ids, *, seen: set[str] | None) -> bool:
+        """True when every id of ``call_ids`` came from a reply this sink stored, once, and
+        none is among ``seen`` (the call ids of the history the run started from; None:
+        unknown → False). Such calls were emitted by a model call of this run: nothing can
+        have announced or ledgered them yet, so the runner need not ask the database."""
+        if seen is None:
+            return False
+        return all(self._reply_call_ids[cid] == 1 and cid not in seen for cid in call_ids)
+
+    def turn_started(self, payload: dict, message: AgentMessage | None) -> AgentMessage | None:
+        """Announce ``turn.started`` (``payload``) and store the turn's user ``message``
+        (None: a resumed turn, whose message is stored) after it, in one write under the
+        lease; returns the stored message. Raises LeaseLost."""
+        stored = self._write(messages=[(message, "")] if message is not None else [],
+                             head_events=[("turn.started", payload)])
+        return stored[0] if stored else None
 
     def _write(self, *, messages=(), events=(), usage=None, guarded: bool = True,
-               relaxed: bool = False):
+               relaxed: bool = False, head_events=()):
         """One transaction (sessions/writes.py): the buffered text as a text.delta event,
         ``usage`` (from ``_usage``), the messages with their events (tool results carry the
         metadata and the call gathered for them), ``events``; returns the stored messages
@@ -145,15 +172,26 @@ class DbSink:
         if usage is not None:
             free.append(("usage", usage[1]))
         renew = self.lease_seconds if guarded else None
+        settle = None
+        if usage is not None and self.reservation_open:
+            def settle(lease_ok: bool) -> None:  # same transaction as the usage row
+                MONEY.reservations_settle(session_id=self.session.pk)
         written = transcript_write(
             session=self.session, owner=self.owner if guarded else None,
             turn_id=self.turn.pk, entries=entries, free_events=free, events=list(events),
             columns=self.columns if guarded else None, renew_seconds=renew,
-            before_commit=None if usage is None else usage[0], relaxed_commit=relaxed)
+            before_commit=settle, relaxed_commit=relaxed, head_events=list(head_events),
+            usage_row=None if usage is None else usage[0])
+        if usage is not None:
+            self.reservation_open = True  # the next call's transport says again
         if guarded:
             self.columns = {}
             if renew is not None:
                 self.lease_renewed_at = time.monotonic()
+            if written.steer is not None:
+                self._steer_seen = (written.steer, time.monotonic())
+            if written.stop:
+                self._stop = True
         return [message_to_agent(r) for r in written.rows]
 
     def _store(self, message: AgentMessage, kind: str = "", meta: dict | None = None,
@@ -219,14 +257,20 @@ class DbSink:
         return text
 
     def tool_called(self, call: ToolCall, *, read_only: bool = False) -> None:
-        """Announce that ``call`` starts now, under the lease: a worker whose lease expired
-        (and whose turn another worker resumed) cannot start a call the other will run too.
-        ``read_only`` (the tool declares it): the commit may be relaxed (sessions/writes.py).
-        Raises LeaseLost."""
+        """Announce that ``call`` starts now: ``tools_called`` with one call."""
+        self.tools_called([call], read_only=[read_only])
+
+    def tools_called(self, calls: list[ToolCall], *, read_only: list[bool]) -> None:
+        """Announce that ``calls`` (one segment of the dispatch: they start together) start
+        now, in one write under the lease: a worker whose lease expired (and whose turn
+        another worker resumed) cannot start a call the other will run too. ``read_only``
+        (per call, what its tool declares): when every call is a read the commit may be
+        relaxed (sessions/writes.py). Raises LeaseLost."""
         self._write(events=[("tool.called", {"turn_id": self.turn.pk,
-                                             "tool_call": call.to_dict()})],
-                    relaxed=read_only and settings.HERMES["RELAXED_READ_ONLY_COMMITS"])
-        self._calls[call.id] = call.to_dict()
+                                             "tool_call": call.to_dict()}) for call in calls],
+                    relaxed=all(read_only) and settings.HERMES["RELAXED_READ_ONLY_COMMITS"])
+        for call in calls:
+            self._calls[call.id] = call.to_dict()
 
     def tool_finished(self, call: ToolCall, content: str, is_error: bool, *,
                       read_only: bool = False) -> None:
@@ -254,7 +298,7 @@ class DbSink:
 
     def _usage(self, usage: Usage | None, request: ModelRequest, response: ModelResponse,
                purpose: str):
-        """(write(lease_ok) -> None, usage event payload) of one provider call; the turn's
+        """(the unsaved UsageRecord, usage event payload) of one provider call; the turn's
         usage totals are counted now."""
         self.usage_total["calls"] += 1
         estimated = usage is None
@@ -283,9 +327,6 @@ class DbSink:
             cost_flagged=cost.usd is None and MONEY.has_budgets(self.session),
         )
 
-        def write(lease_ok: bool) -> None:
-            record.save(force_insert=True)
-            MONEY.reservations_settle(session_id=self.session.pk)
 
         for key, value in (("input_tokens", usage.input_tokens),
                            ("output_tokens", usage.output_tokens),
@@ -297,7 +338,7 @@ class DbSink:
         else:
             self.usage_total["cost_usd"] = str(Decimal(self.usage_total.get("cost_usd", "0"))
                                                + cost.usd)
-        return write, {
+        return record, {
             "turn_id": self.turn.pk, "input_tokens": usage.input_tokens,
             "output_tokens": usage.output_tokens, "cache_read_tokens": usage.cache_read_tokens,
             "cache_write_tokens": usage.cache_write_tokens, "prompt_tokens": usage.prompt_tokens,
@@ -309,11 +350,22 @@ class DbSink:
 
     def steer_pending(self) -> bool:
         """A correction waits to land in this turn (sessions/steer.py; asked at safe points
-        only, so not throttled like should_stop)."""
+        only). Every safe point follows a guarded write (the reply, a segment's
+        announcement, the batch's results), whose UPDATE already answered the question:
+        that answer is used while it is younger than STOP_CHECK_SECONDS, else one query."""
+        seen = self._steer_seen
+        if seen is not None and time.monotonic() - seen[1] < STOP_CHECK_SECONDS:
+            return seen[0]
         return steers_waiting(session=self.session)
+
+    def tools_ran(self) -> None:
+        """A segment's calls have run: what the last write saw about corrections is older
+        than that work, so the next safe point (between two segments) asks the database."""
+        self._steer_seen = None
 
     def steer_land(self, build) -> list[AgentMessage]:
         """Land the waiting corrections: see sessions/steer.py steers_land. Raises LeaseLost."""
+        self._steer_seen = None  # claimed below: the last write's answer is spent
         self._reply_end()
         return steers_land(session=self.session, turn=self.turn, owner=self.owner,
                            build=build, store=self._store)

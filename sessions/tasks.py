@@ -29,7 +29,7 @@ from sessions.models import RunEvent, Session, Turn
 # children importing the anthropic SDK at once took over 30 s on a loaded 2-core host).
 from sessions.runner import turn_execute
 from sessions.waits import (WAITING_STATUSES, resumer_register, turn_ended,
-                            turn_wait_pending, turn_waiting, waits_expire_due)
+                            turn_wait_pending, waits_expire_due)
 
 log = logging.getLogger("hermes.tasks")
 
@@ -54,8 +54,8 @@ def turn_next(*, session: Session, owner: str) -> Turn | None:
     re-validates our lease, so a worker that lost the lease can never fail the new holder's
     running turn (issue 10 defect 1). An AWAITING_APPROVAL turn blocks everything behind it
     until its approvals are decided (any waiting status: sessions/waits.py). Raises LeaseLost when the lease is not ours."""
-    waits_expire_due()
-    for stale in Turn.objects.filter(session=session, status=Turn.Status.RUNNING).order_by("id"):
+    rows = _open_turns(session)
+    for stale in (t for t in rows if t.status == Turn.Status.RUNNING):
         with transaction.atomic():
             lease_validate(session=session, owner=owner)
             recovered = RunEvent.objects.filter(session=session, type="turn.recovered",
@@ -74,20 +74,38 @@ def turn_next(*, session: Session, owner: str) -> Turn | None:
                 "turn_id": stale.pk,
                 "reason": "The worker running this turn stopped repeatedly; its unfinished "
                           "tool calls were marked as interrupted. Your message was kept."})
-    waiting = turn_waiting(session)
+    waiting = next((t for t in rows if t.status in WAITING_STATUSES), None)
     if waiting is not None:
-        return None if turn_wait_pending(waiting) else waiting
-    return Turn.objects.filter(session=session, status=Turn.Status.QUEUED).order_by("id").first()
+        # Expire what is overdue first (the beat task does every 15 s) so a wait whose
+        # deadline has passed resumes now, fail-closed, rather than at the next sweep; only
+        # a session with a wait needs it (it was a query of every task before).
+        waits_expire_due()
+        waiting.refresh_from_db()
+        if waiting.status not in WAITING_STATUSES:  # the expiry ended it: look again
+            rows = _open_turns(session)
+            waiting = next((t for t in rows if t.status in WAITING_STATUSES), None)
+        if waiting is not None:
+            return None if turn_wait_pending(waiting) else waiting
+    return next((t for t in rows if t.status == Turn.Status.QUEUED), None)
+
+
+def _open_turns(session: Session) -> list[Turn]:
+    """The session's turns that are not over (running, waiting, queued), oldest first: one
+    query where turn_next used to ask three."""
+    return list(Turn.objects.filter(session=session, status__in=[
+        Turn.Status.RUNNING, *WAITING_STATUSES, Turn.Status.QUEUED]).order_by("id"))
 
 
 def turn_runnable(*, session: Session) -> bool:
     """Read-only, lease not required: is there a queued turn, or a waiting turn (approval,
     children, answer) whose wait has settled? (Never changes a turn: we may not hold the
     lease.)"""
-    waiting = turn_waiting(session)
-    if waiting is not None:
+    rows = list(Turn.objects.filter(session=session, status__in=[
+        *WAITING_STATUSES, Turn.Status.QUEUED]).order_by("id"))  # one query, was two
+    waiting = next((t for t in rows if t.status in WAITING_STATUSES), None)
+    if waiting is not None:  # a wait blocks everything behind it
         return not turn_wait_pending(waiting)
-    return Turn.objects.filter(session=session, status=Turn.Status.QUEUED).exists()
+    return bool(rows)
 
 
 @shared_task(name="sessions.turn_run_task", acks_late=True, reject_on_worker_lost=True)

@@ -30,7 +30,6 @@ from sessions.backends import (backend_for, backend_kind, backend_status,  # noq
                                confinement, protected_paths)
 from sessions.cache_health import cache_health_fields  # noqa: F401
 from sessions import gate, mcp
-from sessions.clarify import clarify_answers
 from sessions.delegation import delegation_context
 from sessions.gate import (UNASKED_RULES, app_config_paths, policy_context_for,  # noqa: F401
                            private_paths, turn_unattended)
@@ -205,9 +204,8 @@ def memory_for(session: Session) -> str:
 def policy_gate(ctx, state: GateState, *, registry: ToolRegistry | None = None):
     """gate(call) -> Decision for a turn (``ctx``: the runner's TurnContext): sessions/gate.py
     's gate, which calls agents.policy.decide, over this session's registry (``registry``:
-    the caller's ``registry_for(ctx.session)``, already loaded)."""
-    return gate.policy_gate(ctx, state, registry if registry is not None
-                            else registry_for(ctx.session))
+    the caller's, already loaded; else the turn's ``ctx.registry``)."""
+    return gate.policy_gate(ctx, state, registry if registry is not None else ctx.registry)
 
 
 def tool_context(ctx, *, should_stop=None) -> ToolContext:
@@ -229,7 +227,7 @@ def tool_context(ctx, *, should_stop=None) -> ToolContext:
             "is_child": session.parent_id is not None,
             "todo": lambda todos, merge: todo_change(session=session, todos=todos, merge=merge),
             "unattended": turn_unattended(session, ctx.turn),
-            "clarify_answers": MappingProxyType(clarify_answers(turn=ctx.turn)),
+            "clarify_answers": MappingProxyType(ctx.clarify_answers),
             "code_output_cap": settings.HERMES.get("CODE_OUTPUT_CAP", 50_000),
         }))
 

@@ -44,7 +44,7 @@ class Wait:
 
 _WAITS: dict[str, Wait] = {}
 _RESUMERS: list[Callable[[int], None]] = []
-_ENDED: list[Callable[[int], None]] = []
+_ENDED: list[tuple[Callable[[int], None], bool]] = []
 
 
 def wait_register(wait: Wait) -> None:
@@ -93,16 +93,21 @@ def turn_resume_on_commit(session_id: int) -> None:
         resume(session_id)
 
 
-def turn_ended_register(hook: Callable[[int], None]) -> None:
+def turn_ended_register(hook: Callable[[int], None], *, children_only: bool = False) -> None:
     """Register ``hook(turn_id)``, called inside the transaction that gave a turn its final
     status (completed, failed, cancelled, budget_blocked): sessions/delegation.py resumes a
-    parent when its last child ends. Once per hook."""
-    if hook not in _ENDED:
-        _ENDED.append(hook)
+    parent when its last child ends. ``children_only``: the hook concerns turns of child
+    sessions only, and is skipped when the caller says the turn is not one. Once per hook."""
+    if all(hook is not h for h, _ in _ENDED):
+        _ENDED.append((hook, children_only))
 
 
-def turn_ended(turn_id: int) -> None:
+def turn_ended(turn_id: int, *, child: bool | None = None) -> None:
     """Call every turn-ended hook for ``turn_id``. Call it inside the transaction that wrote
-    the final status, so a hook's writes commit (or roll back) with it."""
-    for hook in _ENDED:
+    the final status, so a hook's writes commit (or roll back) with it. ``child``: whether
+    the turn's session is a child agent (False skips the children-only hooks and their
+    query; None: unknown, every hook runs)."""
+    for hook, children_only in _ENDED:
+        if children_only and child is False:
+            continue
         hook(turn_id)

@@ -47,7 +47,8 @@ from django.utils import timezone
 
 from agents.errors import LeaseLost
 from sessions.events import EVENT_TYPES, event_publish_on_commit
-from sessions.models import Message, RunEvent, Session
+from sessions.models import Message, RunEvent, Session, Turn
+from sessions.steer import STEER
 from sessions.transcript import message_to_display
 
 
@@ -67,57 +68,90 @@ class Written:
 
     rows: list[Message]
     events: list[RunEvent]
+    stop: bool | None = None
+    """The session's stop flag as the write's UPDATE saw it (None: not read)."""
+    steer: bool | None = None
+    """Whether a correction (a queued steer turn) waited, as the write saw it (None: not
+    read). The sink answers the loop's safe-point questions from these two instead of one
+    query each: every safe point follows a write (sessions/sink.py)."""
 
 
 def transcript_write(*, session: Session, owner: str | None, turn_id: int | None,
                      entries: list[Entry] = (), free_events: list[tuple[str, dict]] = (),
                      events: list[tuple[str, dict]] = (), columns: dict | None = None,
                      renew_seconds: int | None = None, before_commit=None,
-                     relaxed_commit: bool = False) -> Written:
+                     relaxed_commit: bool = False,
+                     head_events: list[tuple[str, dict]] = (), usage_row=None) -> Written:
     """Store ``entries`` and ``events`` under ``owner``'s turn lease and ``free_events``
     whatever the lease, in one transaction (see the module docstring).
 
     ``owner`` None: nothing is guarded (only ``free_events`` and ``before_commit`` may be
-    given). ``columns``: Session field name -> value, written with the guarded part.
+    given). ``head_events``: guarded events stored before the entries' events (a turn's
+    ``turn.started`` ahead of its user message). ``columns``: Session field name -> value,
+    written with the guarded part.
     ``renew_seconds``: extend the lease to now + that many seconds. ``before_commit``:
     called with ``lease_ok`` inside the transaction, after the rows. Raises LeaseLost
     (after committing the lease-free part), ValueError for an unknown event type,
     Session.DoesNotExist for an unknown session."""
-    for type_, _ in (*free_events, *events):
+    for type_, _ in (*free_events, *head_events, *events):
         if type_ not in EVENT_TYPES:
             raise ValueError(f"unknown event type {type_!r}")
     for entry in entries:
         if entry.event_type not in EVENT_TYPES:
             raise ValueError(f"unknown event type {entry.event_type!r}")
-    if owner is None and (entries or events or columns):
+    if owner is None and (entries or events or head_events or columns):
         raise ValueError("a transcript write needs the lease owner")
     alias = router.db_for_write(Message)
     connection = connections[alias]
     now = timezone.now()
     guarded = owner is not None
     relaxed = relaxed_commit and not connection.in_atomic_block  # never a caller's commit
+    if (guarded and not relaxed and before_commit is None and connection.vendor == "postgresql"
+            and not (session.lineage_root_id and session.lineage_root_id != session.pk)):
+        written = _one_statement(connection, session, owner=owner, turn_id=turn_id, now=now,
+                                 entries=list(entries),
+                                 items_before=[*free_events, *head_events],
+                                 events=list(events), columns=columns or {},
+                                 renew_seconds=renew_seconds, usage_row=usage_row)
+        if written is not None:
+            for event in written.events:
+                event_publish_on_commit(event)
+            return written
+        # The lease is not ours: the usage row is stored; the lease-free events follow below
+        # and LeaseLost is raised.
+        entries, events, head_events, usage_row = [], [], [], None
     with transaction.atomic(using=alias, savepoint=False):
         if relaxed:
             relax_commit(connection)
         lease_ok = guarded
+        flags = (None, None)
         if guarded:
-            last = _session_update(connection, session, owner=owner, now=now,
-                                   n_events=len(free_events) + len(entries) + len(events),
-                                   n_messages=len(entries), columns=columns or {},
-                                   renew_seconds=renew_seconds)
-            lease_ok = last is not None
+            updated = _session_update(connection, session, owner=owner, now=now,
+                                      n_events=(len(free_events) + len(head_events)
+                                                + len(entries) + len(events)),
+                                      n_messages=len(entries), columns=columns or {},
+                                      renew_seconds=renew_seconds)
+            lease_ok = updated is not None
+            if lease_ok:
+                last, *flags = updated
         if not lease_ok:
-            last = _session_update(connection, session, owner=None, now=now,
-                                   n_events=len(free_events), n_messages=0, columns={},
-                                   renew_seconds=None) if free_events else 0
-            if last is None:
+            updated = _session_update(connection, session, owner=None, now=now,
+                                      n_events=len(free_events), n_messages=0, columns={},
+                                      renew_seconds=None) if free_events else (0, None, None)
+            if updated is None:
                 raise Session.DoesNotExist(f"no session {session.pk}")
-            entries, events = [], []
+            last = updated[0]
+            entries, events, head_events = [], [], []
+        if usage_row is not None:
+            usage_row.save(force_insert=True)
         if before_commit is not None:
             before_commit(lease_ok)
         # The events last: the shortest hold of the events table's lock before the commit
         # (readers of an in-memory SQLite database with a shared cache fail on it at once).
-        written = _insert(session, turn_id, now, last, free_events, entries, events)
+        written = _insert(session, turn_id, now, last, [*free_events, *head_events], entries,
+                          events)
+        written.stop, written.steer = (None, None) if flags[0] is None else (
+            bool(flags[0]), bool(flags[1]))
         for event in written.events:
             event_publish_on_commit(event)
     if guarded and not lease_ok:
@@ -163,9 +197,11 @@ def _insert_rows(rows: list[Message]) -> list[Message]:
 
 def _session_update(connection, session: Session, *, owner: str | None, now: datetime,
                     n_events: int, n_messages: int, columns: dict,
-                    renew_seconds: int | None) -> int | None:
-    """The session row's UPDATE (and the root's, for a segment): returns the new
-    ``event_seq``, or None when the lease is not ``owner``'s (nothing written then)."""
+                    renew_seconds: int | None) -> tuple[int, bool, bool] | None:
+    """The session row's UPDATE (and the root's, for a segment): returns (the new
+    ``event_seq``, the stop flag, whether a queued steer turn waits), or None when the lease
+    is not ``owner``'s (nothing written then). The two flags ride on the UPDATE the write
+    makes anyway, so the loop's safe points need no query of their own."""
     meta = Session._meta
     table, pk = meta.db_table, meta.pk.column
     root = session.lineage_root_id or session.pk
@@ -198,8 +234,137 @@ def _session_update(connection, session: Session, *, owner: str | None, now: dat
             if cursor.fetchone() is None:
                 return None
             lease_sets, lease_params, lease_where, where_params = [], [], "", []
+        turn = Turn._meta
+        steer = (f'EXISTS (SELECT 1 FROM "{turn.db_table}" WHERE "session_id" = %s AND '
+                 f'"kind" = %s AND "status" = %s)')
         cursor.execute(f'UPDATE "{table}" SET {", ".join([*sets, *lease_sets])} '
-                       f'WHERE "{pk}" = %s{lease_where} RETURNING "event_seq"',
-                       [*params, *lease_params, session.pk, *where_params])
+                       f'WHERE "{pk}" = %s{lease_where} '
+                       f'RETURNING "event_seq", "stop_requested", {steer}',
+                       [*params, *lease_params, session.pk, *where_params,
+                        session.pk, STEER, Turn.Status.QUEUED])
         row = cursor.fetchone()
-    return None if row is None else row[0]
+    return None if row is None else (row[0], row[1], row[2])
+
+
+# --- PostgreSQL: the whole write as ONE statement -----------------------------------------------
+
+def _cast_row(model, obj, connection, *, fields) -> tuple[str, list]:
+    """``(%s::type, ...)`` and the parameters of one unsaved ``obj`` for ``fields`` (as
+    Django's INSERT compiler prepares them: pre_save, then the field's db value). Every
+    placeholder is cast to its column's type, so a VALUES column of NULLs is never taken
+    for text."""
+    marks, params = [], []
+    for f in fields:
+        marks.append(f"%s::{f.db_type(connection)}")
+        params.append(f.get_db_prep_save(f.pre_save(obj, True), connection))
+    return "(" + ", ".join(marks) + ")", params
+
+
+def _insert_fields(model):
+    return [f for f in model._meta.concrete_fields if not f.primary_key]
+
+
+def _one_statement(connection, session: Session, *, owner: str, turn_id, now: datetime,
+                   entries: list[Entry], items_before: list[tuple[str, dict]],
+                   events: list[tuple[str, dict]], columns: dict, renew_seconds,
+                   usage_row) -> Written | None:
+    """The guarded write as one data-modifying statement in autocommit (PostgreSQL): the
+    session UPDATE that checks and renews the lease, allocates the seqs and returns the
+    stop and steer flags; the message rows (ids drawn from their sequence first, so each
+    event's payload names its row); the events; and ``usage_row`` (inserted whatever the
+    lease: the call was billed). One round trip and one commit instead of BEGIN, three to
+    five statements and COMMIT (issue 15 target 1: the floor is exactly this shape).
+
+    Returns None when the lease is not ``owner``'s: then only ``usage_row`` was stored and
+    the caller writes the lease-free events the usual way."""
+    meta, mmeta, emeta = Session._meta, Message._meta, RunEvent._meta
+    n_items = len(items_before) + len(entries) + len(events)
+
+    def prep(name, value):
+        return meta.get_field(name).get_db_prep_save(value, connection)
+
+    sets = ['"event_seq" = "event_seq" + %s']
+    params: list = [n_items]
+    if entries:
+        sets += ['"message_count" = "message_count" + %s', '"last_activity_at" = %s']
+        params += [len(entries), prep("last_activity_at", now)]
+    for name, value in columns.items():
+        sets.append(f'"{meta.get_field(name).column}" = %s')
+        params.append(prep(name, value))
+    if renew_seconds is not None:
+        sets.append('"lease_expires_at" = %s')
+        params.append(prep("lease_expires_at", now + timedelta(seconds=renew_seconds)))
+    turn_table = Turn._meta.db_table
+    sql = [f'WITH s AS (UPDATE "{meta.db_table}" SET {", ".join(sets)} '
+           f'WHERE "{meta.pk.column}" = %s AND "lease_owner" = %s AND "lease_expires_at" >= %s '
+           f'RETURNING "event_seq", "stop_requested", EXISTS (SELECT 1 FROM "{turn_table}" '
+           f'WHERE "session_id" = %s AND "kind" = %s AND "status" = %s) AS steer)']
+    params += [session.pk, owner, prep("lease_expires_at", now), session.pk, STEER,
+               Turn.Status.QUEUED]
+    if entries:
+        sql.append(f", ids AS (SELECT nextval(pg_get_serial_sequence('\"{mmeta.db_table}\"', "
+                   f"'{mmeta.pk.column}')) AS id, o FROM s, generate_series(1, %s) AS o)")
+        params.append(len(entries))
+        fields = _insert_fields(Message)
+        rows = []
+        for o, entry in enumerate(entries, 1):
+            values, row_params = _cast_row(Message, entry.row, connection, fields=fields)
+            rows.append(f"({o}, {values[1:]}")
+            params += row_params
+        names = ", ".join(f'"{f.column}"' for f in fields)
+        vnames = ", ".join(f"c{i}" for i in range(len(fields)))
+        sql.append(f', m AS (INSERT INTO "{mmeta.db_table}" ("{mmeta.pk.column}", {names}) '
+                   f'SELECT ids.id, {vnames} FROM (VALUES {", ".join(rows)}) '
+                   f'AS v(o, {vnames}) JOIN ids USING (o))')
+    if usage_row is not None:
+        fields = _insert_fields(type(usage_row))
+        values, row_params = _cast_row(type(usage_row), usage_row, connection, fields=fields)
+        names = ", ".join(f'"{f.column}"' for f in fields)
+        sql.append(f', u AS (INSERT INTO "{usage_row._meta.db_table}" ({names}) '
+                   f'VALUES {values} RETURNING "{usage_row._meta.pk.column}")')
+        params += row_params
+    # The events: (index, type, payload, message ordinal or NULL), seqs in that order.
+    items = [(t, p, None) for t, p in items_before]
+    displays = []
+    for o, entry in enumerate(entries, 1):
+        display = message_to_display(entry.row)
+        displays.append(display)
+        items.append((entry.event_type, {"turn_id": turn_id, "message": display,
+                                         **entry.extra}, o))
+    items += [(t, p, None) for t, p in events]
+    payload_field = emeta.get_field("payload")
+    rows, row_params = [], []
+    for k, (type_, payload, o) in enumerate(items):
+        rows.append("(%s::int, %s::text, %s::jsonb, %s::int)")
+        row_params += [k, type_, payload_field.get_db_prep_save(payload, connection), o]
+    if rows:
+        join = "LEFT JOIN ids ON ids.o = v.o" if entries else ""
+        payload_sql = ("CASE WHEN v.o IS NULL THEN v.p ELSE jsonb_set(v.p, '{message,id}', "
+                       "to_jsonb(ids.id)) END") if entries else "v.p"
+        sql.append(f', e AS (INSERT INTO "{emeta.db_table}" ("session_id", "seq", "type", '
+                   f'"payload", "created_at") SELECT %s, s.event_seq - %s + v.k, v.t, '
+                   f'{payload_sql}, %s FROM s CROSS JOIN (VALUES {", ".join(rows)}) '
+                   f'AS v(k, t, p, o) {join})')
+        params += [session.pk, n_items - 1,
+                   emeta.get_field("created_at").get_db_prep_save(now, connection),
+                   *row_params]  # the SELECT list's placeholders come before the VALUES
+    ids_sql = "(SELECT array_agg(id ORDER BY o) FROM ids)" if entries else "NULL"
+    sql.append(f" SELECT s.event_seq, s.stop_requested, s.steer, {ids_sql} FROM s")
+    with connection.cursor() as cursor:
+        cursor.execute("".join(sql), params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    last, stop, steer, ids = row
+    stored = []
+    for entry, message_id, display in zip(entries, ids or [], displays):
+        entry.row.id = message_id
+        entry.row._state.adding, entry.row._state.db = False, connection.alias
+        display["id"] = message_id
+        stored.append(entry.row)
+    if usage_row is not None:
+        usage_row._state.adding = False
+    first = last - n_items + 1
+    written = [RunEvent(session_id=session.pk, seq=first + k, type=type_, payload=payload,
+                        created_at=now) for k, (type_, payload, _) in enumerate(items)]
+    return Written(rows=stored, events=written, stop=bool(stop), steer=bool(steer))

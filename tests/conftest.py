@@ -14,6 +14,17 @@ def _no_embedded_cli_worker(settings):
     settings.HERMES = {**settings.HERMES, "CLI_EMBEDDED_WORKER": False}
 
 
+@pytest.fixture(autouse=True)
+def _fresh_process_caches():
+    """Process-level caches of database rows (the rate overrides, accounts/pricing.py) are
+    cleared by signals when a row changes, but a test's rolled-back transaction sends none:
+    each test starts without the previous test's copies."""
+    from accounts.pricing import rate_overrides_clear
+
+    rate_overrides_clear()
+    yield
+
+
 @pytest.fixture(scope="session")
 def django_db_modify_db_settings(django_db_modify_db_settings, tmp_path_factory):
     """Embedded mode tests on a SQLite *file* (WAL, IMMEDIATE, busy timeout, as `make run`

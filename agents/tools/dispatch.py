@@ -174,6 +174,7 @@ def dispatch_tool_calls(
     should_stop: Callable[[], bool] | None = None,
     on_result: Callable[[ToolCall, ToolOutput], None] | None = None,
     should_steer: Callable[[], bool] | None = None,
+    on_calls: Callable[[list[ToolCall]], None] | None = None,
 ) -> DispatchOutcome:
     """Validate, gate and run ``calls``; see the module docstring and DispatchOutcome.
 
@@ -182,6 +183,8 @@ def dispatch_tool_calls(
     emission order, just before a call's segment starts; ``on_result(call, output)`` on this
     thread as soon as a segment's calls have finished (the caller's tool-result ledger). Calls inside a concurrent run each
     get a copy of this thread's contextvars (identity crosses into workers).
+    ``on_calls(calls)``: the same announcement once per segment with all its calls (the
+    caller stores them in one write; given, it replaces ``on_call``).
     ``should_steer`` is asked on this thread before each segment too (a safe point,
     agents/steer.py): once true, the calls not started are answered ``STEERED_RESULT``
     (metadata {"steered": True}); a running call always finishes.
@@ -222,8 +225,10 @@ def dispatch_tool_calls(
                     outputs[prepared[index].call.id] = ToolOutput(
                         text=text, is_error=True, metadata=metadata)
                 break
-            for index in segment:
-                if on_call is not None:
+            if on_calls is not None:
+                on_calls([prepared[index].call for index in segment])
+            elif on_call is not None:
+                for index in segment:
                     on_call(prepared[index].call)
             if len(segment) == 1:
                 done = {segment[0]: _run(prepared[segment[0]], ctx, decisions[segment[0]])}

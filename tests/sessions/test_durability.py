@@ -386,17 +386,35 @@ def test_b02_b05_a_crash_while_storing_a_batch_keeps_all_of_its_results_or_none(
     turn = turn_start(session=session, user=alice, text="go")
     import sessions.writes as writes_module
 
-    real_insert = writes_module._insert_rows
+    from django.db import connection, transaction
+
     inserted: list = []
+    if connection.vendor == "postgresql":
+        # PostgreSQL stores a batch with ONE statement (writes._one_statement), which no crash
+        # can split; the worker dying after it ran but before its commit is the statement
+        # run inside a transaction that never commits.
+        real_statement = writes_module._one_statement
 
-    def insert_then_die(rows):
-        rows = real_insert(rows)
-        if any(row.role == "tool" for row in rows):  # the batch's rows are in, uncommitted
-            inserted.extend(row.pk for row in rows)
-            raise Killed()
-        return rows
+        def statement_then_die(*args, **kwargs):
+            with transaction.atomic():
+                written = real_statement(*args, **kwargs)
+                if written is not None and any(r.role == "tool" for r in written.rows):
+                    inserted.extend(r.pk for r in written.rows)
+                    raise Killed()
+            return written
 
-    monkeypatch.setattr(writes_module, "_insert_rows", insert_then_die)
+        monkeypatch.setattr(writes_module, "_one_statement", statement_then_die)
+    else:
+        real_insert = writes_module._insert_rows
+
+        def insert_then_die(rows):
+            rows = real_insert(rows)
+            if any(row.role == "tool" for row in rows):  # the batch's rows are in, uncommitted
+                inserted.extend(row.pk for row in rows)
+                raise Killed()
+            return rows
+
+        monkeypatch.setattr(writes_module, "_insert_rows", insert_then_die)
     with pytest.raises(Killed):
         turn_run_task.apply(args=[session.pk], throw=True)
     monkeypatch.undo()
