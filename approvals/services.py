@@ -390,9 +390,14 @@ def _denied_text(approval: ApprovalRequest, decider_name: str) -> str:
     return f"{text}: {approval.decision_reason}" if approval.decision_reason else text
 
 
-def gate_state(*, session: Session, turn: Turn | None) -> GateState:
+def gate_state(*, session: Session, turn: Turn | None, bypass: bool | None = None
+               ) -> GateState:
     """Read the gate's durable state for ``session`` (decisions limited to ``turn``, or the
-    whole session when None). The latest request for a tool call id wins."""
+    whole session when None). The latest request for a tool call id wins. ``bypass``: the
+    session's bypass flag as the caller's own write just read it (the runner's transcript
+    writes return it); None reads the row. Three queries (the owner's teams, the rules, the
+    lineage's decided requests, which give both this turn's decisions and the "for this
+    session" approvals) where it was five."""
     owner_team_ids = TEAMS.team_ids(session.owner_id)
     rule_ids: dict[tuple[str, str], int] = {}
     # The owner's rules made in this session's team (or, for a session with no team, made
@@ -402,18 +407,24 @@ def gate_state(*, session: Session, turn: Turn | None) -> GateState:
         rule_ids.setdefault((rule.tool_name, rule.pattern), rule.pk)
     team_ids = set(owner_team_ids) | ({session.team_id} if session.team_id else set())
     deny = TEAMS.deny_rules(sorted(team_ids))
-    decided = ApprovalRequest.objects.filter(session=session).exclude(
-        state=State.PENDING).select_related("decider").order_by("id")
-    if turn is not None:
-        decided = decided.filter(turn=turn)
-    latest: dict[str, ApprovalRequest] = {a.tool_call_id: a for a in decided}
+    latest: dict[str, ApprovalRequest] = {}
+    session_rules: list[tuple[str, str]] = []
+    for a in (ApprovalRequest.objects.filter(_lineage_q(session)).exclude(state=State.PENDING)
+              .select_related("decider").order_by("id")):
+        if a.state == State.APPROVED and a.scope == ApprovalRequest.Scope.SESSION:
+            pair = (a.tool_name, a.normalized)
+            if pair not in session_rules:  # session_rules_for's answer, oldest first
+                session_rules.append(pair)
+        if a.session_id == session.pk and (turn is None or a.turn_id == turn.pk):
+            latest[a.tool_call_id] = a
     approved = frozenset(cid for cid, a in latest.items() if a.state == State.APPROVED)
     denied = {cid: _denied_text(a, a.decider.username if a.decider else "")
               for cid, a in latest.items() if a.state != State.APPROVED}
-    bypass = bool(Session.objects.filter(pk=session.pk)
-                  .values_list("bypass_approvals", flat=True).first())
+    if bypass is None:
+        bypass = bool(Session.objects.filter(pk=session.pk)
+                      .values_list("bypass_approvals", flat=True).first())
     return GateState(always_rules=tuple(rule_ids),
-                     always_rule_ids=rule_ids, session_rules=session_rules_for(session),
+                     always_rule_ids=rule_ids, session_rules=tuple(session_rules),
                      approved_call_ids=approved, denied_call_ids=denied,
                      deny_rules=tuple(deny), bypass=bypass)
 

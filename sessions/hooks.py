@@ -34,7 +34,8 @@ def _missing(what: str) -> Callable[..., Any]:
 class ApprovalHooks:
     """Filled by approvals/apps.py.
 
-    gate_state(session=, turn=) -> GateState: the durable approval state of a turn.
+    gate_state(session=, turn=, bypass=None) -> GateState: the durable approval state of a
+      turn (``bypass``: the session's flag as the caller just read it; None: read it).
     requests_create(session=, turn=, pending=, workspace=) -> list of rows: store the
       ApprovalRequests of calls the policy asked about (each row has ``pk``).
     rule_hit(rule_id) -> None: count one call an "always" rule let through.

@@ -58,7 +58,8 @@ from sessions.models import Session, Turn
 from sessions.services import workspace_path
 from sessions.sink import DbSink, ledger_for, started_call_ids
 from sessions.transcript import history_load, message_to_agent
-from sessions.waits import WAITING_STATUSES, turn_ended
+from sessions.waits import WAITING_STATUSES, turn_ended, turn_ended_hooked
+from sessions.writes import turn_finish_write
 
 log = logging.getLogger("hermes.runner")
 
@@ -164,6 +165,8 @@ class TurnContext:
     """{"kind", "error"} of the last compaction committed in this turn (defect 7)."""
     budget: IterationBudget | None = None
     """This run's iteration budget: what it charged is added to Turn.iterations."""
+    finished_version: int | None = None
+    """The session's transcript_version as the statement that ended the turn read it."""
     seen_call_ids: set[str] | None = None
     """Every call id of the history this run started from (None: unknown, so every call
     is looked up in the ledger)."""
@@ -372,10 +375,12 @@ def turn_execute(*, session: Session, turn: Turn, owner: str) -> str:
             session_micro_compact(ctx=ctx, sink=sink)
         except LeaseLost:
             return "lease_lost"
-    _bind(ctx, result.history)
-    return _finish(ctx, sink, Turn.Status.COMPLETED, "turn.finished",
-                   {"text": result.text[:2000], "status": result.status,
-                    "iterations": result.iterations, "free_iterations": result.free})
+    status = _finish(ctx, sink, Turn.Status.COMPLETED, "turn.finished",
+                     {"text": result.text[:2000], "status": result.status,
+                      "iterations": result.iterations, "free_iterations": result.free})
+    if status == Turn.Status.COMPLETED:  # still under our lease: no other turn ran since
+        _bind(ctx, result.history)
+    return status
 
 
 def _reduce_by_hand(ctx: TurnContext, sink: DbSink) -> str:
@@ -493,8 +498,9 @@ def _bind(ctx: TurnContext, history: tuple[AgentMessage, ...]) -> None:
     pipeline = ctx.__dict__.get("pipeline")
     if pipeline is None or not history or any(m.id is None for m in history):
         return
-    version = Session.objects.filter(pk=ctx.session.pk).values_list(
-        "transcript_version", flat=True).first()
+    version = ctx.finished_version if ctx.finished_version is not None else (
+        Session.objects.filter(pk=ctx.session.pk).values_list("transcript_version",
+                                                              flat=True).first())
     hermes = settings.HERMES
     size = entry_bytes(history, system_prompt=ctx.session.system_prompt, previous=ctx.bound)
     BOUND.keep(ctx.session.pk, BoundSession(pipeline=pipeline, history=history, version=version,
@@ -578,7 +584,8 @@ def _execute(ctx: TurnContext, sink: DbSink, calls: list[ToolCall]):
     fresh = [calls[i] for i in split.to_run]
     tool_ctx = toolbox.tool_context(ctx, should_stop=sink.should_stop)
     if fresh:
-        state = APPROVALS.gate_state(session=ctx.session, turn=ctx.turn)
+        state = APPROVALS.gate_state(session=ctx.session, turn=ctx.turn,
+                                     bypass=sink.bypass_seen())
         # execute_code's script calls tools back through the same registry and policy gate.
         tool_ctx = toolbox.with_code_rpc(tool_ctx, registry=registry,
                                          gate=toolbox.policy_gate(ctx, state, registry=registry))
@@ -796,6 +803,18 @@ def _finish(ctx: TurnContext, sink: DbSink, status: str, event: str, payload: di
     renewed = sink.lease_renewed_at
     recent = renewed is not None and (time.monotonic() - renewed
                                       < settings.HERMES["LEASE_SECONDS"] / 3)
+    payload = {"turn_id": ctx.turn.pk, "usage": sink.usage_total, **payload}
+    if recent and not turn_ended_hooked(child=ctx.session.parent_id is not None):
+        # Our lease is live (a write renewed it moments ago) and no parent waits on this
+        # turn: the whole end is one statement where the database allows it.
+        used = ctx.budget.used if ctx.budget is not None else 0
+        done = turn_finish_write(session=ctx.session, turn_id=ctx.turn.pk, status=status,
+                                 error=error, iterations_add=used, event_type=event,
+                                 payload=payload)
+        if done is not None:
+            ctx.budget = None  # charged once
+            ctx.finished_version = done[1]
+            return status
     with transaction.atomic():
         # A write renewed our lease moments ago: nobody else can hold it (runner._prepare).
         if not recent and lease_held_by_other(session=ctx.session, owner=ctx.owner):
@@ -807,8 +826,7 @@ def _finish(ctx: TurnContext, sink: DbSink, status: str, event: str, payload: di
                                                    finished_at=timezone.now(),
                                                    iterations=_charged(ctx))
         Session.objects.filter(pk=ctx.session.pk).update(stop_requested=False)
-        event_append(session_id=ctx.session.pk, type=event,
-                     payload={"turn_id": ctx.turn.pk, "usage": sink.usage_total, **payload})
+        event_append(session_id=ctx.session.pk, type=event, payload=payload)
         # A child's end may resume its parent (same transaction).
         turn_ended(ctx.turn.pk, child=ctx.session.parent_id is not None)
     return status

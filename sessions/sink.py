@@ -99,6 +99,8 @@ class DbSink:
         self._reply_call_ids: Counter[str] = Counter()
         """Tool call ids of the replies this sink stored (``fresh_calls``)."""
         self._steer_seen: tuple[bool, float] | None = None
+        self._bypass_seen: tuple[bool, float] | None = None
+        """(the session's bypass flag, time.monotonic()) as the last guarded write saw it."""
         """(a correction waited, time.monotonic()) as the last guarded write saw it."""
         self.reservation_open = True
         """Whether the provider call being recorded left spend reservations to settle (the
@@ -190,6 +192,7 @@ class DbSink:
                 self.lease_renewed_at = time.monotonic()
             if written.steer is not None:
                 self._steer_seen = (written.steer, time.monotonic())
+                self._bypass_seen = (written.bypass, time.monotonic())
             if written.stop:
                 self._stop = True
         return [message_to_agent(r) for r in written.rows]
@@ -357,6 +360,15 @@ class DbSink:
         if seen is not None and time.monotonic() - seen[1] < STOP_CHECK_SECONDS:
             return seen[0]
         return steers_waiting(session=self.session)
+
+    def bypass_seen(self) -> bool | None:
+        """The session's approval bypass flag as a guarded write read it less than
+        STOP_CHECK_SECONDS ago (the reply's write, just before its calls are gated), else
+        None (the gate reads the row)."""
+        seen = self._bypass_seen
+        if seen is not None and time.monotonic() - seen[1] < STOP_CHECK_SECONDS:
+            return seen[0]
+        return None
 
     def tools_ran(self) -> None:
         """A segment's calls have run: what the last write saw about corrections is older

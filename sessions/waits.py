@@ -102,6 +102,11 @@ def turn_ended_register(hook: Callable[[int], None], *, children_only: bool = Fa
         _ENDED.append((hook, children_only))
 
 
+def turn_ended_hooked(*, child: bool) -> bool:
+    """Would ``turn_ended`` call any hook for a turn of such a session?"""
+    return any(child or not children_only for _, children_only in _ENDED)
+
+
 def turn_ended(turn_id: int, *, child: bool | None = None) -> None:
     """Call every turn-ended hook for ``turn_id``. Call it inside the transaction that wrote
     the final status, so a hook's writes commit (or roll back) with it. ``child``: whether

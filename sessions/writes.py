@@ -70,6 +70,8 @@ class Written:
     events: list[RunEvent]
     stop: bool | None = None
     """The session's stop flag as the write's UPDATE saw it (None: not read)."""
+    bypass: bool | None = None
+    """The session's approval bypass flag as the write saw it (None: not read)."""
     steer: bool | None = None
     """Whether a correction (a queued steer turn) waited, as the write saw it (None: not
     read). The sink answers the loop's safe-point questions from these two instead of one
@@ -124,7 +126,7 @@ def transcript_write(*, session: Session, owner: str | None, turn_id: int | None
         if relaxed:
             relax_commit(connection)
         lease_ok = guarded
-        flags = (None, None)
+        flags = (None, None, None)
         if guarded:
             updated = _session_update(connection, session, owner=owner, now=now,
                                       n_events=(len(free_events) + len(head_events)
@@ -137,7 +139,8 @@ def transcript_write(*, session: Session, owner: str | None, turn_id: int | None
         if not lease_ok:
             updated = _session_update(connection, session, owner=None, now=now,
                                       n_events=len(free_events), n_messages=0, columns={},
-                                      renew_seconds=None) if free_events else (0, None, None)
+                                      renew_seconds=None) if free_events else (0, None, None,
+                                                                               None)
             if updated is None:
                 raise Session.DoesNotExist(f"no session {session.pk}")
             last = updated[0]
@@ -150,8 +153,8 @@ def transcript_write(*, session: Session, owner: str | None, turn_id: int | None
         # (readers of an in-memory SQLite database with a shared cache fail on it at once).
         written = _insert(session, turn_id, now, last, [*free_events, *head_events], entries,
                           events)
-        written.stop, written.steer = (None, None) if flags[0] is None else (
-            bool(flags[0]), bool(flags[1]))
+        if flags[0] is not None:
+            written.stop, written.steer, written.bypass = (bool(f) for f in flags)
         for event in written.events:
             event_publish_on_commit(event)
     if guarded and not lease_ok:
@@ -197,9 +200,10 @@ def _insert_rows(rows: list[Message]) -> list[Message]:
 
 def _session_update(connection, session: Session, *, owner: str | None, now: datetime,
                     n_events: int, n_messages: int, columns: dict,
-                    renew_seconds: int | None) -> tuple[int, bool, bool] | None:
+                    renew_seconds: int | None) -> tuple[int, bool, bool, bool] | None:
     """The session row's UPDATE (and the root's, for a segment): returns (the new
-    ``event_seq``, the stop flag, whether a queued steer turn waits), or None when the lease
+    ``event_seq``, the stop flag, whether a queued steer turn waits, the bypass flag), or
+    None when the lease
     is not ``owner``'s (nothing written then). The two flags ride on the UPDATE the write
     makes anyway, so the loop's safe points need no query of their own."""
     meta = Session._meta
@@ -239,11 +243,11 @@ def _session_update(connection, session: Session, *, owner: str | None, now: dat
                  f'"kind" = %s AND "status" = %s)')
         cursor.execute(f'UPDATE "{table}" SET {", ".join([*sets, *lease_sets])} '
                        f'WHERE "{pk}" = %s{lease_where} '
-                       f'RETURNING "event_seq", "stop_requested", {steer}',
+                       f'RETURNING "event_seq", "stop_requested", {steer}, "bypass_approvals"',
                        [*params, *lease_params, session.pk, *where_params,
                         session.pk, STEER, Turn.Status.QUEUED])
         row = cursor.fetchone()
-    return None if row is None else (row[0], row[1], row[2])
+    return None if row is None else (row[0], row[1], row[2], row[3])
 
 
 # --- PostgreSQL: the whole write as ONE statement -----------------------------------------------
@@ -298,7 +302,8 @@ def _one_statement(connection, session: Session, *, owner: str, turn_id, now: da
     sql = [f'WITH s AS (UPDATE "{meta.db_table}" SET {", ".join(sets)} '
            f'WHERE "{meta.pk.column}" = %s AND "lease_owner" = %s AND "lease_expires_at" >= %s '
            f'RETURNING "event_seq", "stop_requested", EXISTS (SELECT 1 FROM "{turn_table}" '
-           f'WHERE "session_id" = %s AND "kind" = %s AND "status" = %s) AS steer)']
+           f'WHERE "session_id" = %s AND "kind" = %s AND "status" = %s) AS steer, '
+           f'"bypass_approvals")']
     params += [session.pk, owner, prep("lease_expires_at", now), session.pk, STEER,
                Turn.Status.QUEUED]
     if entries:
@@ -349,13 +354,14 @@ def _one_statement(connection, session: Session, *, owner: str, turn_id, now: da
                    emeta.get_field("created_at").get_db_prep_save(now, connection),
                    *row_params]  # the SELECT list's placeholders come before the VALUES
     ids_sql = "(SELECT array_agg(id ORDER BY o) FROM ids)" if entries else "NULL"
-    sql.append(f" SELECT s.event_seq, s.stop_requested, s.steer, {ids_sql} FROM s")
+    sql.append(f" SELECT s.event_seq, s.stop_requested, s.steer, s.bypass_approvals, {ids_sql} "
+               f"FROM s")
     with connection.cursor() as cursor:
         cursor.execute("".join(sql), params)
         row = cursor.fetchone()
     if row is None:
         return None
-    last, stop, steer, ids = row
+    last, stop, steer, bypass, ids = row
     stored = []
     for entry, message_id, display in zip(entries, ids or [], displays):
         entry.row.id = message_id
@@ -367,4 +373,44 @@ def _one_statement(connection, session: Session, *, owner: str, turn_id, now: da
     first = last - n_items + 1
     written = [RunEvent(session_id=session.pk, seq=first + k, type=type_, payload=payload,
                         created_at=now) for k, (type_, payload, _) in enumerate(items)]
-    return Written(rows=stored, events=written, stop=bool(stop), steer=bool(steer))
+    return Written(rows=stored, events=written, stop=bool(stop), steer=bool(steer),
+                   bypass=bool(bypass))
+
+
+def turn_finish_write(*, session: Session, turn_id: int, status: str, error: str,
+                      iterations_add: int, event_type: str, payload: dict
+                      ) -> tuple[RunEvent, int] | None:
+    """A turn's end as ONE statement on PostgreSQL (a session that is nobody's child, whose
+    holder knows its lease is live): the turn's status, error, finish time and iterations,
+    the session's stop flag cleared, and the closing event with the next seq; autocommit,
+    so one round trip and one commit. Returns (the event, the session's transcript_version)
+    or None where the statement does not apply (another database): the caller then writes
+    the same rows the usual way. Raises ValueError for an unknown event type."""
+    if event_type not in EVENT_TYPES:
+        raise ValueError(f"unknown event type {event_type!r}")
+    connection = connections[router.db_for_write(RunEvent)]
+    if connection.vendor != "postgresql" or connection.in_atomic_block:
+        return None
+    now = timezone.now()
+    turn_meta, meta, emeta = Turn._meta, Session._meta, RunEvent._meta
+    stamp = emeta.get_field("created_at").get_db_prep_save(now, connection)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f'WITH t AS (UPDATE "{turn_meta.db_table}" SET "status" = %s, "error" = %s, '
+            f'"finished_at" = %s, "iterations" = "iterations" + %s WHERE "id" = %s), '
+            f's AS (UPDATE "{meta.db_table}" SET "stop_requested" = false, '
+            f'"event_seq" = "event_seq" + 1 WHERE "id" = %s '
+            f'RETURNING "event_seq", "transcript_version"), '
+            f'e AS (INSERT INTO "{emeta.db_table}" ("session_id", "seq", "type", "payload", '
+            f'"created_at") SELECT %s, s.event_seq, %s, %s::jsonb, %s FROM s RETURNING "seq") '
+            f'SELECT e.seq, s.transcript_version FROM e, s',
+            [status, error[:5000], stamp, iterations_add, turn_id, session.pk, session.pk,
+             event_type, emeta.get_field("payload").get_db_prep_save(payload, connection),
+             stamp])
+        row = cursor.fetchone()
+    if row is None:
+        raise Session.DoesNotExist(f"no session {session.pk}")
+    event = RunEvent(session_id=session.pk, seq=row[0], type=event_type, payload=payload,
+                     created_at=now)
+    event_publish_on_commit(event)
+    return event, row[1]
