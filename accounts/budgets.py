@@ -175,6 +175,10 @@ def reservations_settle(*, session_id: int) -> None:
     SpendReservation.objects.filter(session_id=session_id).delete()
 
 
+BUDGETS_REUSE_SECONDS = 2.0
+"""How long one turn's transport reuses the list of budgets that apply (BudgetedTransport)."""
+
+
 class BudgetedTransport:
     """A transport whose every ``complete`` is admitted by ``budget_reserve`` first. A call
     that raises settles its reservation (nothing was billed that we can price); a call that
@@ -189,13 +193,25 @@ class BudgetedTransport:
         self._on_warning = on_warning
         self._warned: set[str] = set()
         self.reserved = True  # unknown until a call: settle
+        self._applying: tuple[float, list] | None = None
+
+    def _budgets(self) -> list:
+        """budgets_for(session), reused for BUDGETS_REUSE_SECONDS: the budgets that apply
+        to a session are asked before every provider call, usually a fraction of a second
+        apart within one turn. A budget an admin adds mid-turn binds from at most that many
+        seconds later; its limit and spend are always read under the row locks of
+        budget_reserve."""
+        now = time.monotonic()
+        if self._applying is None or now - self._applying[0] >= BUDGETS_REUSE_SECONDS:
+            self._applying = (now, budgets_for(self._session))
+        return self._applying[1]
 
     def __getattr__(self, name):
         return getattr(self._inner, name)
 
     def complete(self, request: ModelRequest, **kwargs):
         # Cheap when no budget applies: the payload is only measured when one does.
-        if not budgets_for(self._session):
+        if not self._budgets():
             self.reserved = False
             return self._inner.complete(request, **kwargs)
         self.reserved = True

@@ -12,7 +12,7 @@ for views is approvals/selectors.py; rendering is approvals/rendering.py.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Literal
 
@@ -390,14 +390,20 @@ def _denied_text(approval: ApprovalRequest, decider_name: str) -> str:
     return f"{text}: {approval.decision_reason}" if approval.decision_reason else text
 
 
-def gate_state(*, session: Session, turn: Turn | None, bypass: bool | None = None
-               ) -> GateState:
+def gate_state(*, session: Session, turn: Turn | None, bypass: bool | None = None,
+               decisions_from: GateState | None = None) -> GateState:
     """Read the gate's durable state for ``session`` (decisions limited to ``turn``, or the
     whole session when None). The latest request for a tool call id wins. ``bypass``: the
     session's bypass flag as the caller's own write just read it (the runner's transcript
     writes return it); None reads the row. Three queries (the owner's teams, the rules, the
     lineage's decided requests, which give both this turn's decisions and the "for this
-    session" approvals) where it was five."""
+    session" approvals) where it was five.
+
+    ``decisions_from``: a GateState read earlier in the same run of ``turn``, whose
+    decisions (approved and denied call ids, "for this session" approvals) are reused
+    without a query: they change only while a turn waits for a human, which ends its run
+    (a run's own asks end it too). The rules, teams and deny lists are read again: an
+    admin may change them at any moment."""
     owner_team_ids = TEAMS.team_ids(session.owner_id)
     rule_ids: dict[tuple[str, str], int] = {}
     # The owner's rules made in this session's team (or, for a session with no team, made
@@ -407,6 +413,12 @@ def gate_state(*, session: Session, turn: Turn | None, bypass: bool | None = Non
         rule_ids.setdefault((rule.tool_name, rule.pattern), rule.pk)
     team_ids = set(owner_team_ids) | ({session.team_id} if session.team_id else set())
     deny = TEAMS.deny_rules(sorted(team_ids))
+    if bypass is None:
+        bypass = bool(Session.objects.filter(pk=session.pk)
+                      .values_list("bypass_approvals", flat=True).first())
+    if decisions_from is not None:
+        return replace(decisions_from, always_rules=tuple(rule_ids),
+                       always_rule_ids=rule_ids, deny_rules=tuple(deny), bypass=bypass)
     latest: dict[str, ApprovalRequest] = {}
     session_rules: list[tuple[str, str]] = []
     for a in (ApprovalRequest.objects.filter(_lineage_q(session)).exclude(state=State.PENDING)
@@ -420,9 +432,6 @@ def gate_state(*, session: Session, turn: Turn | None, bypass: bool | None = Non
     approved = frozenset(cid for cid, a in latest.items() if a.state == State.APPROVED)
     denied = {cid: _denied_text(a, a.decider.username if a.decider else "")
               for cid, a in latest.items() if a.state != State.APPROVED}
-    if bypass is None:
-        bypass = bool(Session.objects.filter(pk=session.pk)
-                      .values_list("bypass_approvals", flat=True).first())
     return GateState(always_rules=tuple(rule_ids),
                      always_rule_ids=rule_ids, session_rules=tuple(session_rules),
                      approved_call_ids=approved, denied_call_ids=denied,

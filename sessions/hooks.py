@@ -34,8 +34,9 @@ def _missing(what: str) -> Callable[..., Any]:
 class ApprovalHooks:
     """Filled by approvals/apps.py.
 
-    gate_state(session=, turn=, bypass=None) -> GateState: the durable approval state of a
-      turn (``bypass``: the session's flag as the caller just read it; None: read it).
+    gate_state(session=, turn=, bypass=None, decisions_from=None) -> GateState: the durable
+      approval state of a turn (``bypass``: the session's flag as the caller just read it;
+      None: read it; ``decisions_from``: this run's earlier state, whose decisions hold).
     requests_create(session=, turn=, pending=, workspace=) -> list of rows: store the
       ApprovalRequests of calls the policy asked about (each row has ``pk``).
     rule_hit(rule_id) -> None: count one call an "always" rule let through.

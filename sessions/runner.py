@@ -165,6 +165,11 @@ class TurnContext:
     """{"kind", "error"} of the last compaction committed in this turn (defect 7)."""
     budget: IterationBudget | None = None
     """This run's iteration budget: what it charged is added to Turn.iterations."""
+    resumed: bool = True
+    """The run continues a turn that started before (set by _begin; unknown → True)."""
+    gate: object | None = None
+    """The GateState of this run's previous tool batch: its decisions are reused (they only
+    change while the turn waits, between runs; approvals/services.py gate_state)."""
     finished_version: int | None = None
     """The session's transcript_version as the statement that ended the turn read it."""
     seen_call_ids: set[str] | None = None
@@ -186,8 +191,9 @@ class TurnContext:
     def clarify_answers(self) -> dict[str, str]:
         """{tool_call_id: answer} of this turn's answered questions, read once per run: an
         answer can only arrive while the turn waits AWAITING_ANSWER, that is between runs
-        (the run that asked has ended), so it cannot change during this one."""
-        return clarify_answers(turn=self.turn)
+        (the run that asked has ended), so it cannot change during this one. A turn that
+        was not resumed has asked nothing yet: no query."""
+        return clarify_answers(turn=self.turn) if self.resumed else {}
 
     @cached_property
     def owner_user(self):
@@ -422,6 +428,7 @@ def _begin(ctx: TurnContext, sink: DbSink) -> list[AgentMessage]:
         # A turn awaiting approval, one a dead worker left running (redelivered task or
         # recovery job), or one stopped by a budget and resumed: its message is stored.
         resumed = turn.status in WAITING_STATUSES or turn.user_message_id is not None
+        ctx.resumed = resumed
         # The write validates the lease; Stop winning the race below rolls it back.
         stored = sink.turn_started(
             {"turn_id": turn.pk, "resumed": resumed},
@@ -585,7 +592,8 @@ def _execute(ctx: TurnContext, sink: DbSink, calls: list[ToolCall]):
     tool_ctx = toolbox.tool_context(ctx, should_stop=sink.should_stop)
     if fresh:
         state = APPROVALS.gate_state(session=ctx.session, turn=ctx.turn,
-                                     bypass=sink.bypass_seen())
+                                     bypass=sink.bypass_seen(), decisions_from=ctx.gate)
+        ctx.gate = state
         # execute_code's script calls tools back through the same registry and policy gate.
         tool_ctx = toolbox.with_code_rpc(tool_ctx, registry=registry,
                                          gate=toolbox.policy_gate(ctx, state, registry=registry))
