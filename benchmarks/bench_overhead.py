@@ -323,7 +323,7 @@ def instrument() -> None:
 
     for module, name, label in (
             (tasks, "turn_next", "tasks.turn_next (+ recovery, waits)"),
-            (tasks, "lease_acquire", "tasks.lease_acquire"),
+            (tasks, "lease_acquire_id", "tasks.lease_acquire_id"),
             (tasks, "lease_release", "tasks.lease_release"),
             (tasks, "turn_runnable", "tasks.turn_runnable"),
             (runner, "_begin", "runner._begin (turn.started, user msg, history)"),

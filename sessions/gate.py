@@ -29,9 +29,10 @@ def turn_unattended(session: Session, turn: Turn) -> bool:
 
 
 def policy_context_for(*, user, session: Session | None, state: GateState | None = None,
-                       workspace: Path | None = None, unattended: bool = False
-                       ) -> PolicyContext:
-    """The PolicyContext for ``user`` acting in ``session`` (None: a check outside any
+                       workspace: Path | None = None, unattended: bool = False,
+                       user_id: int | None = None) -> PolicyContext:
+    """The PolicyContext for ``user`` (or, when None, the user whose id is ``user_id``)
+    acting in ``session`` (None: a check outside any
     session, as the `hermes policy` CLI does), fed the approval state of the current turn
     when given. ``unattended``: the turn has no human to ask (Turn.unattended: a schedule,
     a webhook, or a child of such a turn); a child of a person's turn asks its owner like
@@ -46,7 +47,8 @@ def policy_context_for(*, user, session: Session | None, state: GateState | None
                            if isinstance(c, str))
     return PolicyContext(
         session_id=str(session.pk) if session is not None else "cli",
-        user_id=str(user.pk) if user is not None else None,
+        user_id=(str(user.pk) if user is not None
+                 else str(user_id) if user_id is not None else None),
         workspace=str(workspace or (Path(settings.HERMES["WORKSPACE_ROOT"]) /
                                     (str(session.pk) if session is not None else "cli"))),
         backend_isolated=isolated, backend_has_host_paths=False,
@@ -67,9 +69,11 @@ def policy_context_for(*, user, session: Session | None, state: GateState | None
 def policy_gate(ctx, state: GateState, tools: ToolRegistry):
     """gate(call) -> Decision: the one policy function, fed this turn's approval state and
     the session's tools (the policy judges what they declare). ``ctx``: the runner's
-    TurnContext: its ``owner_user``, ``clarify_answers`` and ``registry`` are read once
+    TurnContext: its ``clarify_answers`` and ``registry`` are read once
     per run)."""
-    policy_ctx = policy_context_for(user=ctx.owner_user, session=ctx.session, state=state,
+    # The acting user is the session's owner; only the id is needed (no row read).
+    policy_ctx = policy_context_for(user=None, user_id=ctx.session.owner_id,
+                                    session=ctx.session, state=state,
                                     workspace=ctx.workspace, unattended=ctx.turn.unattended)
     answered = frozenset(ctx.clarify_answers)
     no_one_to_answer = turn_unattended(ctx.session, ctx.turn)

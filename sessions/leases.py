@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.db import DatabaseError, close_old_connections, connection
-from django.db.models import Q
+from django.db.models import Q, Subquery
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from agents.errors import LeaseLost
@@ -69,6 +70,18 @@ def _release(pk: int, cols: _Columns, owner: str) -> None:
 def lease_acquire(*, session: Session, owner: str, seconds: int) -> bool:
     """Take the turn lease if free, expired or already ours. Returns True on success."""
     return _acquire(_root_id(session), _TURN, owner, seconds)
+
+
+def lease_acquire_id(*, session_id: int, owner: str, seconds: int) -> bool:
+    """lease_acquire for a session known only by id: the lineage root is found by the same
+    UPDATE (so the caller can read the row once, after taking the lease). False when the
+    lease is held by another or the session does not exist."""
+    root = Session.objects.filter(pk=session_id).annotate(
+        root=Coalesce("lineage_root_id", "id")).values("root")
+    now = timezone.now()
+    free = Q(lease_owner="") | Q(lease_expires_at__lt=now) | Q(lease_owner=owner)
+    return bool(Session.objects.filter(free, pk=Subquery(root[:1])).update(
+        lease_owner=owner, lease_expires_at=now + timedelta(seconds=seconds)))
 
 
 def lease_renew(*, session: Session, owner: str, seconds: int) -> None:

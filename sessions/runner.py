@@ -196,11 +196,6 @@ class TurnContext:
         return clarify_answers(turn=self.turn) if self.resumed else {}
 
     @cached_property
-    def owner_user(self):
-        """The session's owner (the acting user of every policy decision), read once."""
-        return self.session.owner
-
-    @cached_property
     def transport(self):
         """The session's provider with its keys and fallbacks (FailoverTransport; cooldowns
         in the database, every failover announced as an event) behind the spend caps."""

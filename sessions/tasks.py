@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from agents.errors import LeaseLost
 from sessions.events import event_append
-from sessions.leases import LeaseHeartbeat, lease_acquire, lease_release, lease_validate
+from sessions.leases import LeaseHeartbeat, lease_acquire_id, lease_release, lease_validate
 from sessions.models import RunEvent, Session, Turn
 # Imported here, not in the task: the runner pulls in the provider SDKs, which a prefork
 # worker should import once before forking, not once per child on its first turn (six
@@ -116,19 +116,24 @@ def turn_run_task(session_id: int) -> str:
     the turn done; a delivery after the holder died resumes the turn, and the tool-result
     ledger keeps a side effect from running twice. The lease is renewed by a heartbeat
     while the turn runs, so a long tool call never loses it."""
-    session = Session.objects.filter(pk=session_id).first()
-    if session is None:
-        return "no_session"
     owner = lease_owner_id()
     seconds = settings.HERMES["LEASE_SECONDS"]
-    if not lease_acquire(session=session, owner=owner, seconds=seconds):
-        return "busy"  # the holder re-checks the queue after it releases
+    if not lease_acquire_id(session_id=session_id, owner=owner, seconds=seconds):
+        # Held by another (the holder re-checks the queue after it releases), or no such
+        # session.
+        return "busy" if Session.objects.filter(pk=session_id).exists() else "no_session"
+    # Read after the lease is ours: no other worker changes the row from here on, so the
+    # first turn needs no re-read (later ones do: their predecessor changed it).
+    session = Session.objects.filter(pk=session_id).first()
+    if session is None:  # deleted since: its rows, lease included, are gone
+        return "no_session"
     ran = 0
     db_lost = False
     try:
         with LeaseHeartbeat(session=session, owner=owner, seconds=seconds):
             while (turn := turn_next(session=session, owner=owner)) is not None:
-                session.refresh_from_db()
+                if ran:
+                    session.refresh_from_db()
                 status = turn_execute(session=session, turn=turn, owner=owner)
                 ran += 1
                 if status == "lease_lost" or status in WAITING_STATUSES:
