@@ -475,6 +475,54 @@ def stop(procs: list[subprocess.Popen]) -> None:
             proc.kill()
 
 
+# --- how busy the machine was ----------------------------------------------------------------------
+def cpu_sample(pids: list[int]) -> tuple[float, list[float], float]:
+    """(machine busy CPU seconds over all cores, CPU seconds of each of ``pids`` with its
+    threads, time.monotonic()) from /proc; zeros where /proc is missing."""
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+        values = [int(v) for v in fields]
+        busy = (sum(values) - values[3] - (values[4] if len(values) > 4 else 0)) / tick
+    except (OSError, ValueError):
+        busy = 0.0
+    own = []
+    for pid in pids:
+        try:
+            parts = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            own.append((int(parts[11]) + int(parts[12])) / tick)
+        except (OSError, ValueError, IndexError):
+            own.append(0.0)
+    return busy, own, time.monotonic()
+
+
+def cpu_by_command() -> dict[str, float]:
+    """CPU seconds used so far by every live process, summed by command name (/proc; the
+    difference of two samples shows what ran meanwhile: postgres, redis-server, other
+    engineers' pythons)."""
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    out: dict[str, float] = {}
+    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else ():
+        if not entry.name.isdigit():
+            continue
+        try:
+            head, tail = (entry / "stat").read_text().rsplit(")", 1)
+            parts = tail.split()
+            name = head.split("(", 1)[1]
+            out[name] = out.get(name, 0.0) + (int(parts[11]) + int(parts[12])) / tick
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
+def cpu_share(before, after) -> tuple[float, ...]:
+    """(cores busy on the machine, then cores used by each process sampled) on average
+    between two cpu_sample()s: what else ran shows in the difference."""
+    wall = max(after[2] - before[2], 1e-9)
+    return ((after[0] - before[0]) / wall,
+            *((a - b) / wall for a, b in zip(after[1], before[1])))
+
+
 # --- one configuration ---------------------------------------------------------------------------
 @dataclass
 class Run:
@@ -488,6 +536,15 @@ class Run:
     published: dict[str, tuple[float, float]] = field(default_factory=dict)
     """token word -> (handed to the publisher, PUBLISH at Redis), time.time()."""
     wall: float = 0.0
+    cpu: tuple[float, ...] = (float("nan"),) * 4
+    """Cores busy on the machine, then cores used by this process (simulator and clients),
+    daphne and the worker, during the measured turns (cpu_share); PostgreSQL, Redis and
+    other engineers' work are the difference."""
+    started_ns: int = 0
+    """time.monotonic_ns() when the clients started sending their messages."""
+    cpu_top: list[tuple[str, float]] = field(default_factory=list)
+    """The busiest commands (cores, by /proc command name; exited processes not counted)
+    during the measured turns."""
     warm: str = ""
     floor: list[Watch] = field(default_factory=list)
     floor_sent: dict[str, int] = field(default_factory=dict)
@@ -517,10 +574,18 @@ def run_config(run: Run, *, bench, user, cookie: str, count: int, cold: bool,
              "raw", "-o", str(Path(profile_dir) / f"{run.label.split()[0]}-{name}.txt")],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             for proc, name in zip(procs, ("daphne", "worker"))] if profile else []
+        ours = [os.getpid(), *(proc.pid for proc in procs)]
+        before, by_command = cpu_sample(ours), cpu_by_command()
         t0 = time.monotonic()
+        run.started_ns = time.monotonic_ns()
         run.watches = asyncio.run(watch_all(port, cookie, sessions, bench.redis_url,
                                             run.published))
         run.wall = time.monotonic() - t0
+        run.cpu = cpu_share(before, cpu_sample(ours))
+        used = {name: (t - by_command.get(name, 0.0)) / max(run.wall, 1e-9)
+                for name, t in cpu_by_command().items()}
+        run.cpu_top = sorted(((n, c) for n, c in used.items() if c >= 0.01),
+                             key=lambda item: -item[1])[:6]
         for spy in spies:  # py-spy writes its file on SIGINT
             spy.send_signal(signal.SIGINT)
             spy.wait(timeout=30)
@@ -693,7 +758,12 @@ def main() -> int:
             run_config(run, bench=bench, user=user, cookie=cookie, count=args.sessions,
                        cold=args.cold, floor=number == 0, profile=spy,
                        profile_dir=args.profile)
-            print(f"  {run.label}: {run.wall:.1f} s"
+            print(f"  {run.label}: {run.wall:.1f} s; cores busy {run.cpu[0]:.2f} of "
+                  f"{os.cpu_count()} (this process {run.cpu[1]:.2f}, daphne "
+                  f"{run.cpu[2]:.2f}, worker {run.cpu[3] if len(run.cpu) > 3 else 0:.2f}; "
+                  f"PostgreSQL, Redis and anything else: the rest); load average "
+                  f"{os.getloadavg()[0]:.1f}; by command: "
+                  + ", ".join(f"{n} {c:.2f}" for n, c in run.cpu_top)
                   + (f" (warm-up turn, not measured: {run.warm})" if run.warm else ""))
         report(runs, args.sessions, verbose=args.sessions <= SESSIONS)
     finally:
@@ -743,6 +813,9 @@ def report(runs: list[Run], count: int, *, verbose: bool) -> None:
                  for name, v in stage_rows])
 
     target = target_for(count)
+    starts = [(min(sent.values()) - main_run.started_ns) / 1e6
+              for sent in (session_sent(main_run.sent, w.index) for w in main_run.watches)
+              if sent]
     p50, p95 = percentile(fig.delays, 50), percentile(fig.delays, 95)
     floor = floor_delays(main_run)
     f50, f95 = percentile(floor, 50), percentile(floor, 95)
@@ -766,6 +839,9 @@ def report(runs: list[Run], count: int, *, verbose: bool) -> None:
                     ("  TTFT p50 / p95, second reply (after the tool)",
                      f"{percentile(fig.ttft_by_reply[1], 50):.1f} / "
                      f"{percentile(fig.ttft_by_reply[1], 95):.1f}", "", ""),
+                    ("first token sent after the message p50 / max (ms)",
+                     f"{percentile(starts, 50):.1f} / {max(starts, default=float('nan')):.1f}",
+                     "", ""),
                     ("text.delta events per reply (writes)", fig.deltas_per_reply, "", ""),
                     ("floor: bare PUBLISH -> socket p50 (ms)", f50, "", ""),
                     ("floor: bare PUBLISH -> socket p95 (ms)", f95, "", ""),
