@@ -540,6 +540,9 @@ class Run:
     """Cores busy on the machine, then cores used by this process (simulator and clients),
     daphne and the worker, during the measured turns (cpu_share); PostgreSQL, Redis and
     other engineers' work are the difference."""
+    refused: int = 0
+    """Connections PostgreSQL refused ("too many clients") in daphne's and the worker's
+    logs: a turn or a socket failed for want of a connection, not for the code's sake."""
     started_ns: int = 0
     """time.monotonic_ns() when the clients started sending their messages."""
     cpu_top: list[tuple[str, float]] = field(default_factory=list)
@@ -602,7 +605,28 @@ def run_config(run: Run, *, bench, user, cookie: str, count: int, cold: bool,
                                                 run.floor_sent))
     finally:
         stop(procs)
+        label = run.label.split()[0]
+        for name in (f"daphne-{label}.log", f"worker-{label}.log"):
+            try:
+                text = (bench.tmp / name).read_text(errors="replace")
+            except OSError:
+                continue
+            run.refused += text.count("too many clients already")
     return run
+
+
+def connections_free() -> tuple[int, int]:
+    """(PostgreSQL's max_connections, connections open now) on the benchmark's server, or
+    (0, 0) on SQLite: a run needs about one per session (worker threads) plus daphne's."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return 0, 0
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW max_connections")
+        limit = int(cursor.fetchone()[0])
+        cursor.execute("SELECT count(*) FROM pg_stat_activity")
+        return limit, int(cursor.fetchone()[0])
 
 
 # --- figures ---------------------------------------------------------------------------------------
@@ -754,6 +778,11 @@ def main() -> int:
                 "in-memory channel layer")
         print(f"hermes stream benchmark: {args.sessions} sessions; {mode}; {bench.database}; "
               f"simulator {sim.url}; setup {time.monotonic() - started:.1f} s")
+        limit, used = connections_free()
+        if limit:
+            print(f"  PostgreSQL connections: {used} open of max_connections {limit}; the run "
+                  f"needs about {args.sessions + 10} more (a worker thread per session, "
+                  f"daphne's threads)")
         for number, run in enumerate(runs):
             run_config(run, bench=bench, user=user, cookie=cookie, count=args.sessions,
                        cold=args.cold, floor=number == 0, profile=spy,
@@ -855,6 +884,8 @@ def report(runs: list[Run], count: int, *, verbose: bool) -> None:
                      verdict(fig.mismatched == 0)),
                     ("turns finished", fig.finished, f"{count}", verdict(fig.finished == count)),
                     ("error frames", fig.errors, "0", verdict(fig.errors == 0)),
+                    ("connections refused by PostgreSQL (too many clients)",
+                     main_run.refused, "0", verdict(main_run.refused == 0)),
                 ])
     all_figs = [(run, fig if run is main_run else figures(run)) for run in runs]
     if len(runs) > 1:
@@ -872,7 +903,9 @@ def report(runs: list[Run], count: int, *, verbose: bool) -> None:
           f"< {target:.0f} ms with {count} sessions); FLOOR p95 {f95:.1f} ms (p50 {f50:.1f}); "
           f"RATIO {ratio:.2f}")
     print(f"  EVENTS LOST {verdict(ok_loss)}: {fig.lost} tokens, {fig.gaps} seq gaps, "
-          f"{fig.mismatched} texts differ, {count - fig.finished} turns unfinished")
+          f"{fig.mismatched} texts differ, {count - fig.finished} turns unfinished"
+          + (f" ({main_run.refused} database connections refused: too many clients)"
+             if main_run.refused else ""))
     by_name = {run.label.split()[0]: f for run, f in all_figs}
     if "unbatched" in by_name:
         raw = by_name["unbatched"]
