@@ -332,8 +332,9 @@ class DbSink:
         if now - self._last_stop_check >= STOP_CHECK_SECONDS:
             self._last_stop_check = now
             try:
-                self._stop = Session.objects.filter(pk=self.session.pk,
-                                                    stop_requested=True).exists()
+                # "or": a delta write on the loop's thread may have read True meanwhile.
+                self._stop = self._stop or Session.objects.filter(
+                    pk=self.session.pk, stop_requested=True).exists()
             except (OperationalError, InterfaceError):
                 # Polled from a running tool too: a dropped connection must not fail the
                 # command. Reconnect on the next poll; the turn's own next write notices.
