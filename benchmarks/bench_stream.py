@@ -435,7 +435,9 @@ async def floor_relay(port: int, cookie: str, sessions: list[tuple[int, int]],
 
 # --- processes -----------------------------------------------------------------------------------
 def start_servers(bench, port: int, threads: int, log_dir: Path, label: str,
-                  overrides: dict[str, str]) -> list[subprocess.Popen]:
+                  overrides: dict[str, str], workers: int = 1) -> list[subprocess.Popen]:
+    """daphne, then (services mode) ``workers`` Celery worker processes sharing ``threads``
+    threads between them (each its own GIL: the delivery tail waits for the GIL)."""
     env = {**os.environ, **bench.env, "HERMES_WORKER_THREADS": str(threads), **overrides}
     python = sys.executable
     procs = []
@@ -444,12 +446,15 @@ def start_servers(bench, port: int, threads: int, log_dir: Path, label: str,
         procs.append(subprocess.Popen(
             [python, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), app],
             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT))
-    if bench.redis_url:
-        with open(log_dir / f"worker-{label}.log", "w") as log:
+    for number in range(workers if bench.redis_url else 0):
+        share = threads // workers + (number < threads % workers)
+        suffix = "" if number == 0 else f"-{number + 1}"
+        with open(log_dir / f"worker-{label}{suffix}.log", "w") as log:
             procs.append(subprocess.Popen(
                 [python, "-m", "celery", "-A", "hermes_web", "worker", "-P", "threads",
-                 "-c", str(threads), "-l", "WARNING", "--without-heartbeat",
-                 "--without-mingle", "--without-gossip", "-n", f"bench-{os.getpid()}@%h"],
+                 "-c", str(share), "-l", "WARNING", "--without-heartbeat",
+                 "--without-mingle", "--without-gossip",
+                 "-n", f"bench-{os.getpid()}{suffix}@%h"],
                 cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT))
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -554,7 +559,8 @@ class Run:
 
 
 def run_config(run: Run, *, bench, user, cookie: str, count: int, cold: bool,
-               floor: bool, profile: str = "", profile_dir: str = "") -> Run:
+               floor: bool, profile: str = "", profile_dir: str = "",
+               workers: int = 1) -> Run:
     """Fresh servers with ``run.overrides``, a warm-up turn, ``count`` sessions' turns at
     once, then (``floor``, services mode) the floor relay on the same daphne. ``profile``:
     a py-spy executable that samples daphne and the worker during the measured turns (raw
@@ -562,7 +568,8 @@ def run_config(run: Run, *, bench, user, cookie: str, count: int, cold: bool,
     from sessions.services import session_create
 
     port = free_port()
-    procs = start_servers(bench, port, count, bench.tmp, run.label.split()[0], run.overrides)
+    procs = start_servers(bench, port, count, bench.tmp, run.label.split()[0], run.overrides,
+                          workers=workers)
     try:
         if not cold:
             warm = session_create(user=user, title="warm-up").pk
@@ -606,7 +613,8 @@ def run_config(run: Run, *, bench, user, cookie: str, count: int, cold: bool,
     finally:
         stop(procs)
         label = run.label.split()[0]
-        for name in (f"daphne-{label}.log", f"worker-{label}.log"):
+        for name in (f"daphne-{label}.log", f"worker-{label}.log",
+                     *(f"worker-{label}-{n}.log" for n in range(2, workers + 1))):
             try:
                 text = (bench.tmp / name).read_text(errors="replace")
             except OSError:
@@ -731,6 +739,9 @@ def main() -> int:
     parser.add_argument("--no-variants", action="store_true",
                         help="skip the runs without first-token flush and without batching")
     parser.add_argument("--keep", action="store_true", help="keep the database and logs")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="Celery worker processes (services mode), the sessions' threads "
+                             "split between them (default 1)")
     parser.add_argument("--switch-ms", type=float, default=None,
                         help="HERMES_SWITCH_INTERVAL_MS for the servers (default: settings', "
                              "1 ms; 5 is Python's own)")
@@ -786,10 +797,10 @@ def main() -> int:
         for number, run in enumerate(runs):
             run_config(run, bench=bench, user=user, cookie=cookie, count=args.sessions,
                        cold=args.cold, floor=number == 0, profile=spy,
-                       profile_dir=args.profile)
+                       profile_dir=args.profile, workers=args.workers)
             print(f"  {run.label}: {run.wall:.1f} s; cores busy {run.cpu[0]:.2f} of "
                   f"{os.cpu_count()} (this process {run.cpu[1]:.2f}, daphne "
-                  f"{run.cpu[2]:.2f}, worker {run.cpu[3] if len(run.cpu) > 3 else 0:.2f}; "
+                  f"{run.cpu[2]:.2f}, worker {sum(run.cpu[3:]):.2f}; "
                   f"PostgreSQL, Redis and anything else: the rest); load average "
                   f"{os.getloadavg()[0]:.1f}; by command: "
                   + ", ".join(f"{n} {c:.2f}" for n, c in run.cpu_top)
