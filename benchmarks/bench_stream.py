@@ -435,7 +435,9 @@ async def floor_relay(port: int, cookie: str, sessions: list[tuple[int, int]],
 
 # --- processes -----------------------------------------------------------------------------------
 def start_servers(bench, port: int, threads: int, log_dir: Path, label: str,
-                  overrides: dict[str, str]) -> list[subprocess.Popen]:
+                  overrides: dict[str, str], workers: int = 1) -> list[subprocess.Popen]:
+    """daphne, then (services mode) ``workers`` Celery worker processes sharing ``threads``
+    threads between them (each its own GIL: the delivery tail waits for the GIL)."""
     env = {**os.environ, **bench.env, "HERMES_WORKER_THREADS": str(threads), **overrides}
     python = sys.executable
     procs = []
@@ -444,12 +446,15 @@ def start_servers(bench, port: int, threads: int, log_dir: Path, label: str,
         procs.append(subprocess.Popen(
             [python, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), app],
             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT))
-    if bench.redis_url:
-        with open(log_dir / f"worker-{label}.log", "w") as log:
+    for number in range(workers if bench.redis_url else 0):
+        share = threads // workers + (number < threads % workers)
+        suffix = "" if number == 0 else f"-{number + 1}"
+        with open(log_dir / f"worker-{label}{suffix}.log", "w") as log:
             procs.append(subprocess.Popen(
                 [python, "-m", "celery", "-A", "hermes_web", "worker", "-P", "threads",
-                 "-c", str(threads), "-l", "WARNING", "--without-heartbeat",
-                 "--without-mingle", "--without-gossip", "-n", f"bench-{os.getpid()}@%h"],
+                 "-c", str(share), "-l", "WARNING", "--without-heartbeat",
+                 "--without-mingle", "--without-gossip",
+                 "-n", f"bench-{os.getpid()}{suffix}@%h"],
                 cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT))
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -475,6 +480,54 @@ def stop(procs: list[subprocess.Popen]) -> None:
             proc.kill()
 
 
+# --- how busy the machine was ----------------------------------------------------------------------
+def cpu_sample(pids: list[int]) -> tuple[float, list[float], float]:
+    """(machine busy CPU seconds over all cores, CPU seconds of each of ``pids`` with its
+    threads, time.monotonic()) from /proc; zeros where /proc is missing."""
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+        values = [int(v) for v in fields]
+        busy = (sum(values) - values[3] - (values[4] if len(values) > 4 else 0)) / tick
+    except (OSError, ValueError):
+        busy = 0.0
+    own = []
+    for pid in pids:
+        try:
+            parts = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            own.append((int(parts[11]) + int(parts[12])) / tick)
+        except (OSError, ValueError, IndexError):
+            own.append(0.0)
+    return busy, own, time.monotonic()
+
+
+def cpu_by_command() -> dict[str, float]:
+    """CPU seconds used so far by every live process, summed by command name (/proc; the
+    difference of two samples shows what ran meanwhile: postgres, redis-server, other
+    engineers' pythons)."""
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    out: dict[str, float] = {}
+    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else ():
+        if not entry.name.isdigit():
+            continue
+        try:
+            head, tail = (entry / "stat").read_text().rsplit(")", 1)
+            parts = tail.split()
+            name = head.split("(", 1)[1]
+            out[name] = out.get(name, 0.0) + (int(parts[11]) + int(parts[12])) / tick
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
+def cpu_share(before, after) -> tuple[float, ...]:
+    """(cores busy on the machine, then cores used by each process sampled) on average
+    between two cpu_sample()s: what else ran shows in the difference."""
+    wall = max(after[2] - before[2], 1e-9)
+    return ((after[0] - before[0]) / wall,
+            *((a - b) / wall for a, b in zip(after[1], before[1])))
+
+
 # --- one configuration ---------------------------------------------------------------------------
 @dataclass
 class Run:
@@ -488,13 +541,26 @@ class Run:
     published: dict[str, tuple[float, float]] = field(default_factory=dict)
     """token word -> (handed to the publisher, PUBLISH at Redis), time.time()."""
     wall: float = 0.0
+    cpu: tuple[float, ...] = (float("nan"),) * 4
+    """Cores busy on the machine, then cores used by this process (simulator and clients),
+    daphne and the worker, during the measured turns (cpu_share); PostgreSQL, Redis and
+    other engineers' work are the difference."""
+    refused: int = 0
+    """Connections PostgreSQL refused ("too many clients") in daphne's and the worker's
+    logs: a turn or a socket failed for want of a connection, not for the code's sake."""
+    started_ns: int = 0
+    """time.monotonic_ns() when the clients started sending their messages."""
+    cpu_top: list[tuple[str, float]] = field(default_factory=list)
+    """The busiest commands (cores, by /proc command name; exited processes not counted)
+    during the measured turns."""
     warm: str = ""
     floor: list[Watch] = field(default_factory=list)
     floor_sent: dict[str, int] = field(default_factory=dict)
 
 
 def run_config(run: Run, *, bench, user, cookie: str, count: int, cold: bool,
-               floor: bool, profile: str = "", profile_dir: str = "") -> Run:
+               floor: bool, profile: str = "", profile_dir: str = "",
+               workers: int = 1) -> Run:
     """Fresh servers with ``run.overrides``, a warm-up turn, ``count`` sessions' turns at
     once, then (``floor``, services mode) the floor relay on the same daphne. ``profile``:
     a py-spy executable that samples daphne and the worker during the measured turns (raw
@@ -502,7 +568,8 @@ def run_config(run: Run, *, bench, user, cookie: str, count: int, cold: bool,
     from sessions.services import session_create
 
     port = free_port()
-    procs = start_servers(bench, port, count, bench.tmp, run.label.split()[0], run.overrides)
+    procs = start_servers(bench, port, count, bench.tmp, run.label.split()[0], run.overrides,
+                          workers=workers)
     try:
         if not cold:
             warm = session_create(user=user, title="warm-up").pk
@@ -517,10 +584,18 @@ def run_config(run: Run, *, bench, user, cookie: str, count: int, cold: bool,
              "raw", "-o", str(Path(profile_dir) / f"{run.label.split()[0]}-{name}.txt")],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             for proc, name in zip(procs, ("daphne", "worker"))] if profile else []
+        ours = [os.getpid(), *(proc.pid for proc in procs)]
+        before, by_command = cpu_sample(ours), cpu_by_command()
         t0 = time.monotonic()
+        run.started_ns = time.monotonic_ns()
         run.watches = asyncio.run(watch_all(port, cookie, sessions, bench.redis_url,
                                             run.published))
         run.wall = time.monotonic() - t0
+        run.cpu = cpu_share(before, cpu_sample(ours))
+        used = {name: (t - by_command.get(name, 0.0)) / max(run.wall, 1e-9)
+                for name, t in cpu_by_command().items()}
+        run.cpu_top = sorted(((n, c) for n, c in used.items() if c >= 0.01),
+                             key=lambda item: -item[1])[:6]
         for spy in spies:  # py-spy writes its file on SIGINT
             spy.send_signal(signal.SIGINT)
             spy.wait(timeout=30)
@@ -537,7 +612,29 @@ def run_config(run: Run, *, bench, user, cookie: str, count: int, cold: bool,
                                                 run.floor_sent))
     finally:
         stop(procs)
+        label = run.label.split()[0]
+        for name in (f"daphne-{label}.log", f"worker-{label}.log",
+                     *(f"worker-{label}-{n}.log" for n in range(2, workers + 1))):
+            try:
+                text = (bench.tmp / name).read_text(errors="replace")
+            except OSError:
+                continue
+            run.refused += text.count("too many clients already")
     return run
+
+
+def connections_free() -> tuple[int, int]:
+    """(PostgreSQL's max_connections, connections open now) on the benchmark's server, or
+    (0, 0) on SQLite: a run needs about one per session (worker threads) plus daphne's."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return 0, 0
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW max_connections")
+        limit = int(cursor.fetchone()[0])
+        cursor.execute("SELECT count(*) FROM pg_stat_activity")
+        return limit, int(cursor.fetchone()[0])
 
 
 # --- figures ---------------------------------------------------------------------------------------
@@ -642,6 +739,9 @@ def main() -> int:
     parser.add_argument("--no-variants", action="store_true",
                         help="skip the runs without first-token flush and without batching")
     parser.add_argument("--keep", action="store_true", help="keep the database and logs")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="Celery worker processes (services mode), the sessions' threads "
+                             "split between them (default 1)")
     parser.add_argument("--switch-ms", type=float, default=None,
                         help="HERMES_SWITCH_INTERVAL_MS for the servers (default: settings', "
                              "1 ms; 5 is Python's own)")
@@ -689,11 +789,21 @@ def main() -> int:
                 "in-memory channel layer")
         print(f"hermes stream benchmark: {args.sessions} sessions; {mode}; {bench.database}; "
               f"simulator {sim.url}; setup {time.monotonic() - started:.1f} s")
+        limit, used = connections_free()
+        if limit:
+            print(f"  PostgreSQL connections: {used} open of max_connections {limit}; the run "
+                  f"needs about {args.sessions + 10} more (a worker thread per session, "
+                  f"daphne's threads)")
         for number, run in enumerate(runs):
             run_config(run, bench=bench, user=user, cookie=cookie, count=args.sessions,
                        cold=args.cold, floor=number == 0, profile=spy,
-                       profile_dir=args.profile)
-            print(f"  {run.label}: {run.wall:.1f} s"
+                       profile_dir=args.profile, workers=args.workers)
+            print(f"  {run.label}: {run.wall:.1f} s; cores busy {run.cpu[0]:.2f} of "
+                  f"{os.cpu_count()} (this process {run.cpu[1]:.2f}, daphne "
+                  f"{run.cpu[2]:.2f}, worker {sum(run.cpu[3:]):.2f}; "
+                  f"PostgreSQL, Redis and anything else: the rest); load average "
+                  f"{os.getloadavg()[0]:.1f}; by command: "
+                  + ", ".join(f"{n} {c:.2f}" for n, c in run.cpu_top)
                   + (f" (warm-up turn, not measured: {run.warm})" if run.warm else ""))
         report(runs, args.sessions, verbose=args.sessions <= SESSIONS)
     finally:
@@ -743,6 +853,9 @@ def report(runs: list[Run], count: int, *, verbose: bool) -> None:
                  for name, v in stage_rows])
 
     target = target_for(count)
+    starts = [(min(sent.values()) - main_run.started_ns) / 1e6
+              for sent in (session_sent(main_run.sent, w.index) for w in main_run.watches)
+              if sent]
     p50, p95 = percentile(fig.delays, 50), percentile(fig.delays, 95)
     floor = floor_delays(main_run)
     f50, f95 = percentile(floor, 50), percentile(floor, 95)
@@ -766,6 +879,9 @@ def report(runs: list[Run], count: int, *, verbose: bool) -> None:
                     ("  TTFT p50 / p95, second reply (after the tool)",
                      f"{percentile(fig.ttft_by_reply[1], 50):.1f} / "
                      f"{percentile(fig.ttft_by_reply[1], 95):.1f}", "", ""),
+                    ("first token sent after the message p50 / max (ms)",
+                     f"{percentile(starts, 50):.1f} / {max(starts, default=float('nan')):.1f}",
+                     "", ""),
                     ("text.delta events per reply (writes)", fig.deltas_per_reply, "", ""),
                     ("floor: bare PUBLISH -> socket p50 (ms)", f50, "", ""),
                     ("floor: bare PUBLISH -> socket p95 (ms)", f95, "", ""),
@@ -779,6 +895,8 @@ def report(runs: list[Run], count: int, *, verbose: bool) -> None:
                      verdict(fig.mismatched == 0)),
                     ("turns finished", fig.finished, f"{count}", verdict(fig.finished == count)),
                     ("error frames", fig.errors, "0", verdict(fig.errors == 0)),
+                    ("connections refused by PostgreSQL (too many clients)",
+                     main_run.refused, "0", verdict(main_run.refused == 0)),
                 ])
     all_figs = [(run, fig if run is main_run else figures(run)) for run in runs]
     if len(runs) > 1:
@@ -796,7 +914,9 @@ def report(runs: list[Run], count: int, *, verbose: bool) -> None:
           f"< {target:.0f} ms with {count} sessions); FLOOR p95 {f95:.1f} ms (p50 {f50:.1f}); "
           f"RATIO {ratio:.2f}")
     print(f"  EVENTS LOST {verdict(ok_loss)}: {fig.lost} tokens, {fig.gaps} seq gaps, "
-          f"{fig.mismatched} texts differ, {count - fig.finished} turns unfinished")
+          f"{fig.mismatched} texts differ, {count - fig.finished} turns unfinished"
+          + (f" ({main_run.refused} database connections refused: too many clients)"
+             if main_run.refused else ""))
     by_name = {run.label.split()[0]: f for run, f in all_figs}
     if "unbatched" in by_name:
         raw = by_name["unbatched"]

@@ -120,17 +120,25 @@ def frame_parse(text_data: str | None) -> tuple[dict | None, str]:
     return content, ""
 
 
-@database_sync_to_async
-def asession_get(*, user, session_id: int, write: bool = False):
-    """sessions.selectors.session_get for the event loop (Http404 when not visible)."""
-    return session_get(user=user, session_id=session_id, write=write)
+async def asession_get(*, user, session_id: int, write: bool = False):
+    """sessions.selectors.session_get for the event loop (Http404 when not visible); a read,
+    run on the worker-thread pool (see SessionConsumer.start_turn)."""
+    return await database_sync_to_async(session_get, thread_sensitive=False)(
+        user=user, session_id=session_id, write=write)
 
 
-@database_sync_to_async
-def aevent_list_after(*, session_id: int, after_seq: int) -> list[dict]:
+def event_page(*, session_id: int, after_seq: int) -> list[dict]:
     """One page of stored events after ``after_seq``, as wire dicts, for replay."""
     return [event_to_dict(e) for e in event_list_after(session_id=session_id,
                                                        after_seq=after_seq, limit=REPLAY_PAGE)]
+
+
+async def aevent_list_after(*, session_id: int, after_seq: int) -> list[dict]:
+    """event_page for the event loop: a read, on the worker-thread pool (a gap filled while
+    100 sessions stream must not queue behind other sockets' calls on the one
+    thread-sensitive thread)."""
+    return await database_sync_to_async(event_page, thread_sensitive=False)(
+        session_id=session_id, after_seq=after_seq)
 
 
 def connect_checks(*, user, session_id, login_key: str | None
@@ -201,9 +209,10 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
 
     # --- the login behind the socket ----------------------------------------------------
     async def login_still_valid(self) -> bool:
-        """Re-check the login (login_session_valid); close with 4401 when it ended."""
-        if await database_sync_to_async(login_session_valid)(session_key=self.login_key,
-                                                             user_id=self.user.pk):
+        """Re-check the login (login_session_valid); close with 4401 when it ended. Read-only,
+        so it runs on the worker-thread pool (see start_turn)."""
+        if await database_sync_to_async(login_session_valid, thread_sensitive=False)(
+                session_key=self.login_key, user_id=self.user.pk):
             return True
         await self.close(code=CLOSE_UNAUTHENTICATED)
         return False
@@ -277,7 +286,14 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             await self.send_error(" ".join(form.errors["text"]))
             return
         try:
-            await database_sync_to_async(self._start_turn)(form.cleaned_data["text"], steer)
+            # On the worker-thread pool, not daphne's ONE thread-sensitive thread: a turn
+            # start is a transaction of its own (services.turn_start) and needs no thread
+            # affinity, and on that one thread 100 sockets' messages started their turns
+            # one after another, the last ~20 s after it was sent (benchmarks/
+            # bench_stream.py, "first token sent after the message"). One socket's frames
+            # are still handled one at a time, in order.
+            await database_sync_to_async(self._start_turn, thread_sensitive=False)(
+                form.cleaned_data["text"], steer)
         except (ValidationError, Http404) as exc:
             reason = (" ".join(exc.messages) if isinstance(exc, ValidationError)
                       else "Only the session's owner can send messages.")
@@ -294,7 +310,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         except Http404:
             await self.send_error("Only the session's owner can stop a turn.")
             return
-        await database_sync_to_async(turn_stop)(session=session)
+        await database_sync_to_async(turn_stop, thread_sensitive=False)(session=session)
 
     # --- replay and the live tail -------------------------------------------------------
     async def replay(self, last_seq: int) -> None:

@@ -89,6 +89,37 @@ def event_append(*, session_id: int, type: str, payload: dict) -> RunEvent:
     return event
 
 
+def delta_append(*, session_id: int, turn_id: int, text: str) -> tuple[RunEvent, bool]:
+    """Store one text.delta event (``text``: the batch of streamed pieces of ``turn_id``'s
+    reply), publish it after commit, and return it with the session's ``stop_requested``
+    as that same statement read it (under the row lock the seq allocation takes: as fresh
+    as a poll at the write's time, so DbSink.should_stop needs no poll of its own while
+    text streams).
+
+    Outside a caller's transaction on PostgreSQL this is ONE round trip (seq, insert, stop
+    flag in one statement) committed relaxed (synchronous_commit off for this transaction
+    only): the commit is visible at once and survives the worker being killed, and only a
+    crash of the database server can lose it, together with every commit after it
+    (sessions/writes.py docstring). A delta is display-only: the stored reply supersedes
+    it, and the reply's own commit waits for the disk, which makes every delta before it
+    durable too. Inside a caller's transaction the caller's durability is kept.
+    Raises Session.DoesNotExist for an unknown session."""
+    payload = {"turn_id": turn_id, "text": text}
+    connection = connections[router.db_for_write(RunEvent)]
+    if connection.vendor == "postgresql":
+        event, stop = _append_postgresql(connection, session_id, "text.delta", payload,
+                                         relaxed=not connection.in_atomic_block,
+                                         with_stop=True)
+    elif connection.vendor == "sqlite" and connection.features.can_return_columns_from_insert:
+        event, stop = _append_sqlite(connection, session_id, "text.delta", payload,
+                                     with_stop=True)
+    else:
+        event = event_append(session_id=session_id, type="text.delta", payload=payload)
+        return event, Session.objects.filter(pk=session_id, stop_requested=True).exists()
+    event_publish_on_commit(event)
+    return event, stop
+
+
 def event_publish_on_commit(event: RunEvent) -> None:
     """Publish a stored ``event`` to its session's group once the transaction that stored
     it commits (at once outside a transaction). The one place stored events are handed to
@@ -97,17 +128,22 @@ def event_publish_on_commit(event: RunEvent) -> None:
     transaction.on_commit(lambda: group_publish(session_group(event.session_id), data))
 
 
-def _append_postgresql(connection, session_id: int, type: str, payload: dict) -> RunEvent:
+def _append_postgresql(connection, session_id: int, type: str, payload: dict, *,
+                       relaxed: bool = False, with_stop: bool = False):
     """Allocate the seq and insert the row in ONE statement (one round trip, its own
     transaction in autocommit). A streaming turn appends an event every ~50 ms per
     session; the ORM path (BEGIN, UPDATE, SELECT, INSERT, COMMIT) cost five round trips
-    and most of the worker's time per text.delta (benchmarks/bench_stream.py)."""
+    and most of the worker's time per text.delta (benchmarks/bench_stream.py).
+    ``with_stop``: returns (event, the session's stop_requested) instead of the event;
+    with it, ``relaxed`` (only outside a caller's transaction) also sets synchronous_commit
+    off for the statement's own transaction (see delta_append)."""
     created_at = timezone.now()
     payload_field = RunEvent._meta.get_field("payload")
+    sql = (_DELTA_RELAXED_SQL if relaxed else _DELTA_SQL) if with_stop else _APPEND_SQL
     with connection.cursor() as cursor:
-        cursor.execute(_APPEND_SQL, [session_id, session_id, type,
-                                     payload_field.get_db_prep_value(payload, connection),
-                                     created_at])
+        cursor.execute(sql, [session_id, session_id, type,
+                             payload_field.get_db_prep_value(payload, connection),
+                             created_at])
         row = cursor.fetchone()
     if row is None:
         raise Session.DoesNotExist(f"no session {session_id}")
@@ -115,7 +151,7 @@ def _append_postgresql(connection, session_id: int, type: str, payload: dict) ->
                      payload=payload, created_at=created_at)
     event._state.adding = False
     event._state.db = connection.alias
-    return event
+    return (event, bool(row[2])) if with_stop else event
 
 
 _sqlite_append_lock = threading.Lock()
@@ -125,11 +161,13 @@ retries, so 20 streaming sessions colliding on the write lock waited hundreds of
 queue on a Python lock hands the write lock over at once."""
 
 
-def _append_sqlite(connection, session_id: int, type: str, payload: dict) -> RunEvent:
+def _append_sqlite(connection, session_id: int, type: str, payload: dict, *,
+                   with_stop: bool = False):
     """Two raw statements in one transaction (UPDATE ... RETURNING, INSERT ... RETURNING):
     the ORM's update with an F() expression cost most of the event's CPU. The Python lock
     is taken only outside a caller's transaction: a caller inside ``atomic`` may already
-    hold SQLite's write lock, and waiting on the Python lock then would deadlock."""
+    hold SQLite's write lock, and waiting on the Python lock then would deadlock.
+    ``with_stop``: returns (event, the session's stop_requested read by the seq UPDATE)."""
     created_at = timezone.now()
     payload_field = RunEvent._meta.get_field("payload")
     values = [session_id, type, payload_field.get_db_prep_value(payload, connection),
@@ -144,7 +182,7 @@ def _append_sqlite(connection, session_id: int, type: str, payload: dict) -> Run
             row = cursor.fetchone()
             if row is None:
                 raise Session.DoesNotExist(f"no session {session_id}")
-            seq = row[0]
+            seq, stop = row
             cursor.execute(_INSERT_SQL, [values[0], seq, *values[1:]])
             pk = cursor.fetchone()[0]
     finally:
@@ -154,7 +192,7 @@ def _append_sqlite(connection, session_id: int, type: str, payload: dict) -> Run
                      created_at=created_at)
     event._state.adding = False
     event._state.db = connection.alias
-    return event
+    return (event, bool(stop)) if with_stop else event
 
 
 def _append_sql() -> str:
@@ -168,10 +206,31 @@ def _append_sql() -> str:
             f'RETURNING "{event.pk.column}", "{column["seq"]}"')
 
 
+def _delta_sql(*, relaxed: bool) -> str:
+    """_append_sql's statement that also returns the session's stop flag (read by the
+    seq UPDATE, under its row lock). ``relaxed``: a first CTE sets synchronous_commit off
+    for the statement's own transaction (set_config(..., true) is SET LOCAL; the setting
+    is read at commit, and the CTE is joined so it is evaluated): one round trip where
+    SET LOCAL would need a transaction of three."""
+    session, event = Session._meta, RunEvent._meta
+    column = {f.name: f.column for f in event.concrete_fields}
+    relax = ("c AS (SELECT set_config('synchronous_commit', 'off', true) AS relaxed), "
+             if relaxed else "")
+    return (f'WITH {relax}s AS (UPDATE "{session.db_table}" '
+            f'SET "event_seq" = "event_seq" + 1 WHERE "{session.pk.column}" = %s '
+            f'RETURNING "event_seq", "stop_requested"), '
+            f'i AS (INSERT INTO "{event.db_table}" ("{column["session"]}", "{column["seq"]}", '
+            f'"{column["type"]}", "{column["payload"]}", "{column["created_at"]}") '
+            f'SELECT %s, s."event_seq", %s, %s, %s FROM s{", c" if relaxed else ""} '
+            f'RETURNING "{event.pk.column}", "{column["seq"]}") '
+            f'SELECT i."{event.pk.column}", i."{column["seq"]}", s."stop_requested" '
+            f'FROM i, s')
+
+
 def _seq_sql() -> str:
     session = Session._meta
     return (f'UPDATE "{session.db_table}" SET "event_seq" = "event_seq" + 1 '
-            f'WHERE "{session.pk.column}" = %s RETURNING "event_seq"')
+            f'WHERE "{session.pk.column}" = %s RETURNING "event_seq", "stop_requested"')
 
 
 def _insert_sql() -> str:
@@ -183,6 +242,8 @@ def _insert_sql() -> str:
 
 
 _APPEND_SQL = _append_sql()
+_DELTA_SQL = _delta_sql(relaxed=False)
+_DELTA_RELAXED_SQL = _delta_sql(relaxed=True)
 _SEQ_SQL = _seq_sql()
 _INSERT_SQL = _insert_sql()
 

@@ -27,7 +27,7 @@ from agents.messages import ModelRequest, ModelResponse, ToolCall, Usage
 from agents.pricing import Buckets
 from agents.context.tokens import estimate_message_tokens, estimate_text_tokens
 from agents.tools.ledger import LedgerEntry, LedgerKey, ledger_key
-from sessions.events import event_append
+from sessions.events import delta_append, event_append
 from sessions.hooks import MONEY
 from sessions.models import Message, RunEvent, Session, ToolResultLedger, Turn, UsageRecord
 from sessions.steer import steers_land, steers_waiting
@@ -38,7 +38,8 @@ DELTA_BATCH_SECONDS = 0.05
 """How long text deltas are gathered into one text.delta event (issue 2: about 50 ms); the
 default of HERMES["DELTA_BATCH_MS"]."""
 STOP_CHECK_SECONDS = 0.25
-"""How often the stop flag is read from the database while streaming."""
+"""The stop flag is at most this old (seconds) when should_stop answers: read by the last
+text.delta write (sessions/events.py::delta_append returns it), else polled."""
 
 
 def estimated_usage(request: ModelRequest, response: ModelResponse,
@@ -241,12 +242,15 @@ class DbSink:
         self._reply_open = False
 
     def flush(self) -> None:
-        """Write the gathered text deltas as one text.delta event (no-op when empty)."""
+        """Write the gathered text deltas as one text.delta event (no-op when empty); the
+        write also reads the stop flag, so should_stop needs no poll while text streams."""
         text = self._take_text()
         if not text:
             return
-        event_append(session_id=self.session.pk, type="text.delta",
-                     payload={"turn_id": self.turn.pk, "text": text})
+        read_at = time.monotonic()  # the flag is read no earlier than this
+        _, stop = delta_append(session_id=self.session.pk, turn_id=self.turn.pk, text=text)
+        self._stop = self._stop or stop
+        self._last_stop_check = max(self._last_stop_check, read_at)
 
     def _take_text(self) -> str:
         """The gathered text deltas, emptied ("" when none): written by ``flush`` alone or
@@ -383,15 +387,18 @@ class DbSink:
                            build=build, store=self._store)
 
     def should_stop(self) -> bool:
-        """True once the user pressed stop (the flag is read at most every 250 ms)."""
+        """True once the user pressed stop. The flag answered is at most STOP_CHECK_SECONDS
+        (0.25 s) old: the one the last text.delta write read (``flush``), else a SELECT;
+        while text streams (a write every ~50 ms) no SELECT is made."""
         if self._stop:
             return True
         now = time.monotonic()
         if now - self._last_stop_check >= STOP_CHECK_SECONDS:
             self._last_stop_check = now
             try:
-                self._stop = Session.objects.filter(pk=self.session.pk,
-                                                    stop_requested=True).exists()
+                # "or": a delta write on the loop's thread may have read True meanwhile.
+                self._stop = self._stop or Session.objects.filter(
+                    pk=self.session.pk, stop_requested=True).exists()
             except (OperationalError, InterfaceError):
                 # Polled from a running tool too: a dropped connection must not fail the
                 # command. Reconnect on the next poll; the turn's own next write notices.

@@ -122,3 +122,109 @@ def test_window_zero_writes_every_delta_and_loses_nothing(client, settings, alic
     frames, session = stream_a_turn(client, settings, alice, window_ms=0, first_flush=True)
     streamed = check_turn(frames, session)
     assert [len(r) for r in streamed] == [len(FIRST_REPLY.split()), len(SECOND_REPLY.split())]
+
+
+# --- the text.delta write: the stop flag it reads, its relaxed commit ----------------------
+
+def stop_polls(queries) -> int:
+    """should_stop's own SELECTs among captured queries (the delta write's UPDATE reads the
+    flag too, but is not a SELECT of the session row)."""
+    return sum(1 for q in queries
+               if q["sql"].lstrip().upper().startswith("SELECT") and "stop_requested" in q["sql"])
+
+
+def test_should_stop_reads_the_flag_the_last_delta_write_returned_without_a_poll(
+        settings, alice):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from sessions.models import Session
+    from sessions.sink import DbSink
+
+    settings.HERMES = {**settings.HERMES, "DELTA_BATCH_MS": 0}  # every delta is a write
+    session = session_create(user=alice, title="stop flag")
+    turn = Turn.objects.create(session=session, input_text="x", status=Turn.Status.RUNNING)
+    sink = DbSink(session=session, turn=turn, owner="w")
+    with CaptureQueriesContext(connection) as queries:
+        sink.text_delta("one ")
+        assert sink.should_stop() is False
+        Session.objects.filter(pk=session.pk).update(stop_requested=True)  # Stop pressed
+        assert sink.should_stop() is False  # the flag read 0 s ago is still fresh
+        sink.text_delta("two ")  # this write reads the flag under its row lock
+        assert sink.should_stop() is True
+    assert stop_polls(queries.captured_queries) == 0
+    assert list(RunEvent.objects.filter(session=session).order_by("seq")
+                .values_list("type", "payload__text")) == [("text.delta", "one "),
+                                                           ("text.delta", "two ")]
+    # No delta written for longer than STOP_CHECK_SECONDS (a tool runs): it polls again.
+    idle = DbSink(session=session, turn=turn, owner="w")
+    with CaptureQueriesContext(connection) as queries:
+        assert idle.should_stop() is True
+    assert stop_polls(queries.captured_queries) == 1
+
+
+def test_stop_pressed_while_text_streams_cancels_the_turn_mid_reply(client, settings, alice,
+                                                                    simulator, worker):
+    """Through a real turn: the socket's stop frame lands while the reply streams (every
+    delta written), the turn ends cancelled before the reply is complete, and every frame
+    the socket got is a stored event, once, in seq order."""
+    settings.HERMES = {**settings.HERMES, "DELTA_BATCH_MS": 0, "FIRST_DELTA_FLUSH": True}
+    words = [f"w{n}" for n in range(300)]
+    simulator.state.script = Script(lambda request: Reply(text=" ".join(words),
+                                                          token_delay=0.01))
+    session = session_create(user=alice, title="stop")
+    cookie = cookie_for(client, alice)
+
+    async def scenario() -> list[dict]:
+        ws = WebsocketCommunicator(application(), f"/ws/sessions/{session.pk}/",
+                                   headers=[ORIGIN, (b"cookie", cookie)])
+        assert (await ws.connect())[0]
+        await ws.send_json_to({"type": "hello", "last_seq": 0})
+        await ws.send_json_to({"type": "message", "text": "talk for a while"})
+        frames: list[dict] = []
+        while not frames or frames[-1].get("type") not in (
+                "turn.finished", "turn.failed", "turn.cancelled"):
+            frames.append(await ws.receive_json_from(timeout=30))
+            if [f["type"] for f in frames].count("text.delta") == 5:
+                await ws.send_json_to({"type": "stop"})
+        await ws.disconnect()
+        return frames
+
+    frames = async_to_sync(scenario)()
+    assert Turn.objects.get(session=session).status == Turn.Status.CANCELLED
+    streamed = "".join(f["payload"]["text"] for f in frames if f["type"] == "text.delta")
+    assert streamed and len(streamed.split()) < len(words)
+    stored = list(RunEvent.objects.filter(session=session).order_by("seq")
+                  .values_list("seq", "type"))
+    assert [(f["seq"], f["type"]) for f in frames if "seq" in f] == stored
+
+
+@pytest.mark.services
+def test_a_delta_write_commits_relaxed_in_its_own_transaction_only(alice):
+    """PostgreSQL: outside a transaction the delta write is committed with synchronous_commit
+    off for that transaction alone (the connection's setting is untouched after it); inside
+    a caller's transaction it never relaxes the caller's commit."""
+    from django.db import connection, transaction
+
+    from sessions.events import delta_append
+    from sessions.models import Session
+
+    assert connection.vendor == "postgresql", "services tests need DATABASE_URL"
+    session = session_create(user=alice, title="relaxed")
+
+    def setting() -> str:
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW synchronous_commit")
+            return cursor.fetchone()[0]
+
+    before = setting()
+    event, stop = delta_append(session_id=session.pk, turn_id=0, text="a")
+    assert stop is False and setting() == before
+    Session.objects.filter(pk=session.pk).update(stop_requested=True)
+    with transaction.atomic():
+        second, stop = delta_append(session_id=session.pk, turn_id=0, text="b")
+        assert stop is True
+        assert setting() == before  # the caller's transaction keeps its durability
+    assert second.seq == event.seq + 1
+    assert list(RunEvent.objects.filter(session=session, type="text.delta")
+                .order_by("seq").values_list("payload__text", flat=True)) == ["a", "b"]
