@@ -301,7 +301,10 @@ def instrument() -> None:
     if hasattr(sink.DbSink, "reply_added"):
         sink.DbSink.reply_added = _timed("sink.reply_added (usage + row + event)",
                                          sink.DbSink.reply_added)
-    sink.DbSink.tool_called = _timed("sink.tool_called", sink.DbSink.tool_called)
+    sink.DbSink.tools_called = _timed("sink.tools_called (a segment's announcement)",
+                                      sink.DbSink.tools_called)
+    sink.DbSink.turn_started = _timed("sink.turn_started (turn.started + user message)",
+                                      sink.DbSink.turn_started)
     sink.DbSink.tool_finished = _timed("sink.tool_finished (ledger)", sink.DbSink.tool_finished)
     sink.DbSink.messages_added = _timed("sink.messages_added (results)",
                                         sink.DbSink.messages_added)
@@ -328,12 +331,22 @@ def instrument() -> None:
             (tasks, "turn_runnable", "tasks.turn_runnable"),
             (runner, "_begin", "runner._begin (turn.started, user msg, history)"),
             (runner, "_finish", "runner._finish (turn.finished)"),
+            (runner, "_history_for", "runner._history_for (kept copy + new rows)"),
+            (runner, "_call_ids", "runner._call_ids (the history's call ids)"),
+            (runner, "_execute", "runner._execute (ledger, gate, dispatch, spill)"),
+            (runner, "ledger_for", "runner ledger_for"),
+            (runner, "started_call_ids", "runner started_call_ids"),
             (runner, "_bind", "runner._bind (keep the session)"),
             (runner, "cache_strategy", "runner cache_strategy"),
             (runner, "session_prune", "runner session_prune"),
             (toolbox, "tool_schema_refresh", "toolbox.tool_schema_refresh")):
         if hasattr(module, name):
             setattr(module, name, _timed(label, getattr(module, name)))
+    from sessions.hooks import APPROVALS
+    from sessions.provider_state import DbCooldowns
+
+    APPROVALS.gate_state = _timed("approvals gate_state", APPROVALS.gate_state)
+    DbCooldowns.known = _timed("provider cooldowns (known)", DbCooldowns.known)
     BudgetedTransport.complete = _timed("BudgetedTransport.complete (all wrappers + model; "
                                         "minus the model call = wrappers)",
                                         BudgetedTransport.complete)
