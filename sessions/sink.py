@@ -175,6 +175,7 @@ class DbSink:
         if usage is not None:
             free.append(("usage", usage[1]))
         renew = self.lease_seconds if guarded else None
+        read_at = time.monotonic()  # the flags the write returns are no older than this
         settle = None
         if usage is not None and self.reservation_open:
             def settle(lease_ok: bool) -> None:  # same transaction as the usage row
@@ -192,10 +193,11 @@ class DbSink:
             if renew is not None:
                 self.lease_renewed_at = time.monotonic()
             if written.steer is not None:
-                self._steer_seen = (written.steer, time.monotonic())
-                self._bypass_seen = (written.bypass, time.monotonic())
-            if written.stop:
-                self._stop = True
+                self._steer_seen = (written.steer, read_at)
+                self._bypass_seen = (written.bypass, read_at)
+                # The stop flag too: should_stop needs no SELECT for the next 250 ms.
+                self._stop = self._stop or written.stop
+                self._last_stop_check = max(self._last_stop_check, read_at)
         return [message_to_agent(r) for r in written.rows]
 
     def _store(self, message: AgentMessage, kind: str = "", meta: dict | None = None,
