@@ -257,11 +257,23 @@ def _cast_row(model, obj, connection, *, fields) -> tuple[str, list]:
     Django's INSERT compiler prepares them: pre_save, then the field's db value). Every
     placeholder is cast to its column's type, so a VALUES column of NULLs is never taken
     for text."""
-    marks, params = [], []
-    for f in fields:
-        marks.append(f"%s::{f.db_type(connection)}")
-        params.append(f.get_db_prep_save(f.pre_save(obj, True), connection))
-    return "(" + ", ".join(marks) + ")", params
+    params = [f.get_db_prep_save(f.pre_save(obj, True), connection) for f in fields]
+    return _row_marks(model, connection.vendor, connection), params
+
+
+_MARKS: dict[tuple, str] = {}
+
+
+def _row_marks(model, vendor: str, connection) -> str:
+    """``(%s::type, ...)`` for ``_insert_fields(model)``, built once per model and vendor
+    (field.db_type is a dozen calls a column, every row)."""
+    key = (model, vendor)
+    marks = _MARKS.get(key)
+    if marks is None:
+        marks = "(" + ", ".join(f"%s::{f.db_type(connection)}"
+                                for f in _insert_fields(model)) + ")"
+        _MARKS[key] = marks
+    return marks
 
 
 def _insert_fields(model):
