@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agents.messages import Message, ToolSpec
+from agents.messages import Message, ToolSpec, common_prefix
 
 # Per-character token weights, per tokenizer family and script (case B13). Sources:
 # - ASCII: hermes-facts §4, rough tokens = ceil(chars / 4), for every family (prose runs at
@@ -189,10 +189,9 @@ class PrefixFingerprinter:
 
     def fingerprint(self, messages: Sequence[Message]) -> str:
         """The fingerprint of system + tools + ``messages`` (equal to prefix_fingerprint)."""
-        keep = 0
-        limit = min(len(messages), len(self._messages))
-        while keep < limit and messages[keep] is self._messages[keep]:
-            keep += 1
+        keep = common_prefix(messages, self._messages)
+        if keep == len(messages):  # a prefix of what was fingerprinted: nothing to redo
+            return self._states[keep].hexdigest()
         del self._messages[keep:]
         del self._states[keep + 1:]
         for m in messages[keep:]:
