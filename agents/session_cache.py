@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 from cachetools import LRUCache
 
-from agents.messages import Message
+from agents.messages import Message, common_prefix, message_memo
 
 if TYPE_CHECKING:
     from agents.request import RequestPipeline
@@ -88,7 +88,16 @@ class BoundSession:
 
 def message_bytes(message: Message) -> int:
     """Estimated bytes ``message`` holds while kept: its strings (chars, plus a header each;
-    non-ASCII text is charged at its true width) and MESSAGE_OVERHEAD_BYTES."""
+    non-ASCII text is charged at its true width) and MESSAGE_OVERHEAD_BYTES. Computed once
+    per message (its memo): the value depends only on the message's fields."""
+    memo = message_memo(message)
+    size = memo.get("session_cache.bytes")
+    if size is None:
+        size = memo["session_cache.bytes"] = _message_bytes(message)
+    return size
+
+
+def _message_bytes(message: Message) -> int:
     total = MESSAGE_OVERHEAD_BYTES
     for text in (message.content, message.sent_content, message.reasoning):
         if text:
@@ -110,8 +119,8 @@ def entry_bytes(history: tuple[Message, ...] | list[Message], *, system_prompt: 
     messages of ``previous.history`` (the same objects, as after a turn that appended), only the
     appended ones are estimated: keeping a 2,000-message session costs its new messages."""
     start, total = 0, _str_bytes(system_prompt)
-    if previous is not None and previous.size and len(history) >= len(previous.history) and all(
-            a is b for a, b in zip(history, previous.history)):
+    if previous is not None and previous.size and len(history) >= len(previous.history) \
+            and common_prefix(history, previous.history) == len(previous.history):
         start = len(previous.history)
         total = previous.size
     return total + sum(message_bytes(m) for m in history[start:])
