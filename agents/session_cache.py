@@ -30,6 +30,7 @@ from __future__ import annotations
 import sys
 import threading
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from cachetools import LRUCache
@@ -45,12 +46,14 @@ cached with room to spare (benchmarks/bench_memory.py)."""
 DEFAULT_MAX_BYTES = 384 * 1024 * 1024
 """Estimated bytes a worker's kept sessions may hold (HERMES["BOUND_SESSIONS_BYTES"]); the
 benchmark's 100 sessions (a tenth of them 2,000 messages long) need about a third of it."""
-MESSAGE_OVERHEAD_BYTES = 1_400
+MESSAGE_OVERHEAD_BYTES = 2_100
 """Estimated bytes one kept message costs beyond its strings' own size: the Message object and
 its slot in the transcript tuple and the pipeline's legal-history list, its ToolCall objects,
-the pipeline's token-estimate memo entry and its sha256 fingerprint state (an OpenSSL context
-outside the Python heap). Calibrated against RSS growth by benchmarks/bench_memory.py, which
-prints the ratio of measured to estimated bytes."""
+the pipeline's token-estimate memo entry and running sum, its sha256 fingerprint state (an
+OpenSSL context outside the Python heap), and its own memo (``message_memo``: the wire blocks
+the transports reuse, ~700 bytes a message by tracemalloc on bench_overhead's mix, added to
+the 1,400 calibrated before it). Calibrated against RSS growth by benchmarks/bench_memory.py,
+which prints the ratio of measured to estimated bytes."""
 STRING_OVERHEAD_BYTES = 49
 """CPython's header of an ASCII str (sys.getsizeof("")); what ``entry_bytes`` charges instead of
 calling sys.getsizeof on every string of a message."""
@@ -73,9 +76,10 @@ class BoundSession:
     turn_id: int
     size: int = 0
 
-    @property
+    @cached_property
     def last_id(self) -> int:
-        """The highest stored row id in ``history`` (0 when none)."""
+        """The highest stored row id in ``history`` (0 when none); computed once per entry
+        (``history`` is a tuple of immutable messages)."""
         return max((m.id for m in self.history if m.id is not None), default=0)
 
     def usable(self, *, version: int | None, served_since: bool) -> bool:
