@@ -10,7 +10,6 @@ a ``ModelRequest``, and transports render them onto a copy of the wire payload.
 from __future__ import annotations
 
 import json
-import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -145,13 +144,24 @@ def message_memo(message: Message) -> dict[str, Any]:
 
 
 def common_prefix(a: Sequence[Message], b: Sequence[Message]) -> int:
-    """How many leading messages ``a`` and ``b`` share as the SAME objects (identity, not
-    equality: memos keyed by position are valid exactly that far). The all-equal case, the
-    one of every iteration of a growing history, is one C-level pass."""
+    """How many leading messages ``a`` and ``b`` share: equal values, the same objects being
+    the case of every iteration of a growing history. Memos of values derived from messages
+    (weights, digests, wire forms) are valid exactly that far. Sequence equality compares
+    identity first and runs in C, ~10x faster than a Python-level walk; a difference is
+    located by halving, so the whole costs O(len) comparisons either way."""
+    if not (type(a) is type(b) and type(a) in (list, tuple)):
+        a, b = list(a), list(b)
     n = min(len(a), len(b))
-    if all(map(operator.is_, a, b)):
+    if a[:n] == b[:n]:
         return n
-    return next(i for i in range(n) if a[i] is not b[i])
+    lo, hi = 0, n  # a[:lo] == b[:lo]; the first difference is in [lo, hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 def tool_result(call: ToolCall, content: str, *, is_error: bool = False) -> Message:

@@ -60,8 +60,8 @@ class RequestPipeline:
     """A provider-reported input size (tokens) from an overflow error; kept until the next
     response arrives (the caller clears it), so a re-plan after compaction still uses it."""
     _weights: dict = field(default_factory=dict, repr=False)
-    # estimate's running sums: _sums[i] is the summed weight of _summed[:i] (the messages of
-    # the last estimate, by identity), so a history that grew costs only its new messages.
+    # estimate's running sums: _sums[i] is the summed weight of _summed[:i] (the messages
+    # of the last estimate), so a history that grew costs only its new messages.
     _summed: list[Message] = field(default_factory=list, repr=False)
     _sums: list[int] = field(default_factory=lambda: [0], repr=False)
     _prefixes: StablePrefixMemo = field(default_factory=StablePrefixMemo, repr=False)

@@ -119,8 +119,8 @@ def _str_bytes(text: str) -> int:
 def entry_bytes(history: tuple[Message, ...] | list[Message], *, system_prompt: str = "",
                 previous: BoundSession | None = None) -> int:
     """Estimated bytes of an entry holding ``history`` (and ``system_prompt``, the one string
-    the pipeline holds besides the messages). When ``history`` starts with exactly the
-    messages of ``previous.history`` (the same objects, as after a turn that appended), only the
+    the pipeline holds besides the messages). When ``history`` starts with the messages of
+    ``previous.history`` (equal ones: the same objects after a turn that appended), only the
     appended ones are estimated: keeping a 2,000-message session costs its new messages."""
     start, total = 0, _str_bytes(system_prompt)
     if previous is not None and previous.size and len(history) >= len(previous.history) \

@@ -7,13 +7,12 @@ planner calls ``resolve_stable_prefixes`` or, per pipeline, a ``StablePrefixMemo
 
 from __future__ import annotations
 
-import operator
 import threading
 from dataclasses import replace
 
 from cachetools import LRUCache
 
-from agents.messages import Message
+from agents.messages import Message, common_prefix
 
 REGISTRY_MAX_ENTRIES = 32
 """Stable-prefix registry bound in entries (hermes-facts §3, "Stable-prefix registry")."""
@@ -149,7 +148,7 @@ class StablePrefixMemo:
     """``resolve_stable_prefixes`` for a history that grows by appending (one per request
     pipeline; not thread-safe). A lookup's answer only changes when the registry's set of
     prefixes does (its ``version``), so while that holds the previous answers for the same
-    message objects are reused and only new messages are looked up. The hits are touched
+    (equal) messages are reused and only new messages are looked up. The hits are touched
     again in order, so the registry's recency order is what the full scan leaves."""
 
     def __init__(self) -> None:
@@ -162,9 +161,7 @@ class StablePrefixMemo:
         """Equal to ``resolve_stable_prefixes(messages)`` (the same tuple when unchanged)."""
         keep = 0
         if REGISTRY.version == self._version:
-            keep = min(len(messages), len(self._messages))
-            if not all(map(operator.is_, messages, self._messages)):
-                keep = next(i for i in range(keep) if messages[i] is not self._messages[i])
+            keep = common_prefix(messages, self._messages)
         hits = [(i, prefix) for i, prefix in self._hits if i < keep]
         REGISTRY.touch([prefix for _, prefix in hits])
         self._version = REGISTRY.version

@@ -213,7 +213,7 @@ _TALLIES_LOCK = threading.Lock()
 def _tally_for(session_id: int, history: list[AgentMessage]) -> ColdReclaimTally:
     """The session's ColdReclaimTally brought up to ``history``: the history's tokens and what
     a cold prune would reclaim, costing only the messages appended since the last turn on this
-    worker (the history is then the same objects plus new ones; anything else is tallied
+    worker (the history is then the same messages plus new ones; anything else is tallied
     afresh, so the answer is always the full computation's). Kept per session in a small LRU:
     it holds the messages, which the worker's session cache (agents/session_cache.py) mostly
     holds already."""

@@ -103,8 +103,8 @@ def validate_and_repair(messages: Sequence[Message], *,
       that carry tool calls may be empty); two assistants in a row are merged; a history that opens with an assistant
       gets a ``CONTINUES`` user message first.
     Deterministic and idempotent: repairing the output changes nothing and reports nothing.
-    A message that needs no change is passed through as the same object (identity-keyed
-    memos downstream, e.g. agents/request.py, then survive a repair).
+    A message that needs no change is passed through as the same object (its memo,
+    agents.messages.message_memo, then survives a repair, and prefix checks stay cheap).
     """
     problems: list[str] = []
     started = frozenset(started_call_ids)

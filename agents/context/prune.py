@@ -221,7 +221,7 @@ class ColdReclaimTally:
     Each message's gain as if it were old is kept (a duplicate's depends on its nearest newer
     twin, which only an appended message can become), so ``update`` costs the appended
     messages and the answer the protected tail; a history that is not the previous one plus
-    appended messages (same objects) is tallied afresh. Not thread-safe."""
+    appended messages (equal ones) is tallied afresh. Not thread-safe."""
 
     def __init__(self, estimate: Callable[[Message], int]) -> None:
         self._estimate = estimate
@@ -251,7 +251,7 @@ class ColdReclaimTally:
         return self
 
     def _extends(self, messages: Sequence[Message]) -> bool:
-        """True when ``messages`` starts with the tallied messages: the same objects, or
+        """True when ``messages`` starts with the tallied messages: equal ones, or
         copies differing only in ``reasoning`` (the repair drops it; nothing here reads it),
         which then replace the tallied ones."""
         done = len(self._messages)

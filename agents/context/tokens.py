@@ -176,8 +176,9 @@ def prefix_fingerprint(*, system: str, tools: Iterable[ToolSpec], messages: Sequ
 class PrefixFingerprinter:
     """``prefix_fingerprint`` computed incrementally: the same hex digest, but a transcript
     that only grew since the last call costs only its new messages (the digest state after
-    each message is kept). Messages are matched by identity, so an edited or replaced
-    message restarts from the first difference. Not thread-safe (one per pipeline)."""
+    each message is kept). Messages are matched by value (agents.messages.common_prefix,
+    identity first), so an edited or replaced message restarts from the first difference.
+    Not thread-safe (one per pipeline)."""
 
     def __init__(self, *, system: str, tools: Iterable[ToolSpec], route: str = ""):
         head = {"route": route, "system": system,

@@ -229,10 +229,15 @@ def test_entry_bytes_of_an_appended_history_equals_a_fresh_count(before, appende
         [replace(m) for m in grown], system_prompt="p")
 
 
-def test_common_prefix_is_by_identity():
-    a, b = Message(role="user", content="x"), Message(role="user", content="x")
-    assert common_prefix([a, a], [a, b]) == 1 and common_prefix([a], [a, b]) == 1
-    assert common_prefix([], [a]) == 0 and common_prefix([b], [a]) == 0
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from("abc"), max_size=12), st.lists(st.sampled_from("abc"),
+                                                                max_size=12), st.booleans())
+def test_common_prefix_is_the_length_of_the_equal_prefix(left, right, as_tuple):
+    made = {t: Message(role="user", content=t) for t in "abc"}
+    a = [made[t] if i % 2 else Message(role="user", content=t) for i, t in enumerate(left)]
+    b = [made[t] for t in right]
+    want = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    assert common_prefix(tuple(a) if as_tuple else a, b) == want
 
 
 def test_a_copy_starts_without_the_memo():
