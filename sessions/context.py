@@ -20,7 +20,7 @@ from collections.abc import Callable
 from cachetools import LRUCache
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Func, Subquery
 from django.utils import timezone
 
 from agents.context.breaker import PROCESS_CLOCK_ID, CompactionBreaker
@@ -231,15 +231,21 @@ def session_rhythm(session: Session, *, idle_seconds: float, history: list[Agent
     gaps between its last RHYTHM_TURNS turns (a turn's created_at minus the previous turn's
     finished_at, seconds) plus ``idle_seconds`` before this one, the history's tokens and what
     a cold prune would reclaim (estimate), per-burst growth and requests (model calls)."""
+    # The model-call count rides on the turns query as a scalar subquery (one round trip per
+    # turn start instead of two); a session with no finished turn yet counts on its own.
+    calls_of = (UsageRecord.objects.filter(session=session, purpose="turn").order_by()
+                .annotate(n=Func(F("id"), function="COUNT")).values("n"))
     rows = list(Turn.objects.filter(session=session, finished_at__isnull=False)
-                .order_by("-id").values_list("created_at", "finished_at")[:RHYTHM_TURNS])[::-1]
+                .order_by("-id").annotate(calls=Subquery(calls_of))
+                .values_list("created_at", "finished_at", "calls")[:RHYTHM_TURNS])[::-1]
+    calls = (rows[0][2] or 0) if rows else UsageRecord.objects.filter(
+        session=session, purpose="turn").count()
     gaps = [max(0.0, (b[0] - a[1]).total_seconds()) for a, b in zip(rows, rows[1:])]
     if rows:
         gaps.append(max(0.0, idle_seconds))
     tally = _tally_for(session.pk, history)
     tokens, prunable = tally.tokens, tally.reclaimed
     bursts = 1 + len(long_gaps(tuple(gaps))) + sum(1 for g in gaps if g > 3600)
-    calls = UsageRecord.objects.filter(session=session, purpose="turn").count()
     return SessionRhythm(gaps_s=tuple(gaps), prompt_tokens=prompt_tokens,
                          history_tokens=tokens,
                          prunable_tokens=prunable,
