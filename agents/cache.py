@@ -10,20 +10,17 @@ arrive as a profile's capability flags (``ProfileCaps``).
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from cachetools import LRUCache
-
 from agents.messages import TTL, Breakpoint, Message, ModelRequest, Usage
+from agents.stable_prefix import (REGISTRY, REGISTRY_MAX_CHARS,  # noqa: F401 (re-exported)
+                                  REGISTRY_MAX_ENTRIES, StablePrefixMemo,
+                                  StablePrefixRegistry, find_stable_prefix,
+                                  register_stable_prefix, resolve_stable_prefixes)
 
 MAX_BREAKPOINTS = 4
 """Anthropic's per-request limit on cache_control blocks (hermes-facts §3; case B07)."""
-REGISTRY_MAX_ENTRIES = 32
-"""Stable-prefix registry bound in entries (hermes-facts §3, "Stable-prefix registry")."""
-REGISTRY_MAX_CHARS = 4 * 1024 * 1024
-"""Stable-prefix registry bound in characters summed over entries (hermes-facts §3)."""
 HEALTH_STREAK = 3
 """Consecutive write-only calls that raise the cache-health warning (case B09)."""
 
@@ -120,8 +117,35 @@ def cacheable_indexes(messages: tuple[Message, ...], caps: ProfileCaps) -> list[
     return [i for i, m in enumerate(messages) if i not in inside and can_carry_marker(m, caps)]
 
 
+def last_carriers(messages: tuple[Message, ...], caps: ProfileCaps, count: int) -> list[int]:
+    """The last ``count`` of ``cacheable_indexes(messages, caps)``, oldest first, found
+    walking back from the end: O(messages back to the count-th carrier), not O(history)."""
+    found: list[int] = []
+    i = len(messages) - 1
+    while i >= 0 and len(found) < count:
+        if messages[i].role != "tool":
+            # An assistant with calls is always inside its run (see tool_run_ends).
+            if not (messages[i].role == "assistant" and messages[i].tool_calls) \
+                    and can_carry_marker(messages[i], caps):
+                found.append(i)
+            i -= 1
+            continue
+        start = i  # results [start, i]: a run's when an assistant with calls opens them
+        while start > 0 and messages[start - 1].role == "tool":
+            start -= 1
+        opener = messages[start - 1] if start > 0 else None
+        opened = opener is not None and opener.role == "assistant" and bool(opener.tool_calls)
+        for k in range(i, start - 1, -1):  # all but a run's last result are inside it
+            if len(found) < count and (k == i or not opened) \
+                    and can_carry_marker(messages[k], caps):
+                found.append(k)
+        i = start - 1
+    return found[::-1]
+
+
 def plan_breakpoints(request: ModelRequest, *, profile_caps: ProfileCaps,
-                     settings: CacheSettings = CacheSettings()) -> ModelRequest:
+                     settings: CacheSettings = CacheSettings(),
+                     prefixes: StablePrefixMemo | None = None) -> ModelRequest:
     """Return a copy of ``request`` with ``breakpoints`` planned; ``request`` is not changed.
 
     Layout (seed, "Four breakpoints"; hermes-facts §3): end of the stable tier (only when
@@ -136,17 +160,19 @@ def plan_breakpoints(request: ModelRequest, *, profile_caps: ProfileCaps,
     without caching gets no breakpoints (and its messages are left as they are). Messages
     are frozen and never marked; ``messages`` of the result is the input tuple itself unless
     a registry lookup resolved a split (then those messages are copies carrying it).
+    ``prefixes``: the caller's StablePrefixMemo (same result, lookups only for new messages).
     """
     budget = min(MAX_BREAKPOINTS, profile_caps.max_breakpoints)
     if not profile_caps.supports_caching or budget <= 0:
         return replace(request, breakpoints=())
-    request = replace(request, messages=resolve_stable_prefixes(request.messages))
+    resolved = (resolve_stable_prefixes(request.messages) if prefixes is None
+                else prefixes.resolve(request.messages))
+    request = replace(request, messages=resolved)
     system = request.system
     stable_len = request.stable_len
     split = (stable_len is not None and 0 < stable_len < len(system)
              and bool(system[:stable_len].strip()) and bool(system[stable_len:].strip()))
-    carriers = cacheable_indexes(request.messages, profile_caps)
-    tail = carriers[-(2 if split else 3):]
+    tail = last_carriers(request.messages, profile_caps, 2 if split else 3)
     # Priority order: rolling pair, system end, stable end, third message.
     ranked: list[tuple[str, int]] = [("message", i) for i in reversed(tail[-2:])]
     if system.strip():
@@ -181,28 +207,6 @@ def message_split(message: Message) -> int | None:
     if message.role != "user" or split is None or not 0 < split < len(text):
         return None
     return split if text[:split].strip() and text[split:].strip() else None
-
-
-def resolve_stable_prefixes(messages: tuple[Message, ...]) -> tuple[Message, ...]:
-    """``messages`` with ``stable_prefix_len`` filled in from the process registry for user
-    messages built without it (seed, "When only the builder knows where the prefix ends").
-
-    The stored value comes first: it survives restarts and registry eviction. A registry hit
-    is applied to EVERY user message, not only the newest or a marked one, so a message's
-    block layout does not depend on where this request's markers fall. Returns the same
-    tuple object when nothing changed; changed messages are copies (stored rows untouched).
-    """
-    resolved: list[Message] | None = None
-    for i, message in enumerate(messages):
-        if message.role != "user" or message.stable_prefix_len is not None:
-            continue
-        found = find_stable_prefix(message.wire_text)
-        if found is None:
-            continue
-        if resolved is None:
-            resolved = list(messages)
-        resolved[i] = replace(message, stable_prefix_len=found)
-    return messages if resolved is None else tuple(resolved)
 
 
 def _monotonic_ttls(breakpoints: list[Breakpoint]) -> tuple[Breakpoint, ...]:
@@ -243,94 +247,6 @@ def with_max_breakpoints(caps: ProfileCaps, limit: int) -> CapsOverride:
         marks_tool_messages=caps.marks_tool_messages)
 
 
-# ---------------------------------------------------------------------------------------------
-# The stable-prefix registry
-# ---------------------------------------------------------------------------------------------
-
-class StablePrefixRegistry:
-    """Process-wide LRU of scaffolds whose end is a known cache boundary (seed, "When only the
-    builder knows where the prefix ends"; hermes-facts §3).
-
-    Bounded at ``max_entries`` and ``max_chars`` (characters summed over entries); least
-    recently used evicted first, the newest entry never, even when it alone is over budget.
-    Registering an existing prefix or finding one refreshes it. Thread-safe.
-
-    The recency order and the entry bound are cachetools' ``LRUCache`` (prefix -> its length);
-    the character budget is enforced here because cachetools refuses an item larger than its
-    whole budget, and this registry keeps the newest entry whatever its size.
-    """
-
-    def __init__(self, *, max_entries: int = REGISTRY_MAX_ENTRIES,
-                 max_chars: int = REGISTRY_MAX_CHARS) -> None:
-        if max_entries < 1:
-            raise ValueError("max_entries must be at least 1")
-        self.max_entries = max_entries
-        self.max_chars = max_chars
-        self._entries: LRUCache[str, int] = LRUCache(maxsize=max_entries)
-        self._lock = threading.Lock()
-
-    def _touch(self, prefix: str) -> None:
-        # Re-inserted rather than read: the mapping's own order then IS the recency order
-        # (cachetools iterates in insertion order), which ``snapshot`` reports.
-        self._entries[prefix] = self._entries.pop(prefix)
-
-    def register(self, prefix: str) -> None:
-        """Record ``prefix`` as a stable scaffold; the empty string is ignored."""
-        if not prefix:
-            return
-        with self._lock:
-            if prefix in self._entries:
-                self._touch(prefix)
-                return
-            self._entries[prefix] = len(prefix)  # past max_entries cachetools drops the LRU
-            while len(self._entries) > 1 and sum(self._entries.values()) > self.max_chars:
-                self._entries.popitem()
-
-    def find(self, text: str) -> int | None:
-        """Length in chars of the longest registered PROPER prefix of ``text`` whose remaining
-        tail contains non-whitespace, else None. A hit refreshes that entry."""
-        with self._lock:
-            best: str | None = None
-            for prefix in self._entries:
-                if (len(prefix) < len(text) and (best is None or len(prefix) > len(best))
-                        and text.startswith(prefix) and text[len(prefix):].strip()):
-                    best = prefix
-            if best is None:
-                return None
-            self._touch(best)
-            return len(best)
-
-    def snapshot(self) -> list[str]:
-        """The registered prefixes, least recently used first (for tests and admin views)."""
-        with self._lock:
-            return list(self._entries)
-
-    @property
-    def total_chars(self) -> int:
-        with self._lock:
-            return sum(self._entries.values())
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-
-
-REGISTRY = StablePrefixRegistry()
-"""The process-wide registry used by builders and the planner."""
-
-
-def register_stable_prefix(prefix: str) -> None:
-    """Builders of machine-made messages (skill invocations, scheduled prompts, webhooks) call
-    this at construction time with the static scaffold their message starts with."""
-    REGISTRY.register(prefix)
-
-
-def find_stable_prefix(text: str) -> int | None:
-    """See ``StablePrefixRegistry.find``; uses the process-wide ``REGISTRY``."""
-    return REGISTRY.find(text)
-
-
-# ---------------------------------------------------------------------------------------------
 # Cache health
 # ---------------------------------------------------------------------------------------------
 

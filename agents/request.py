@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from agents import Transport
-from agents.cache import CacheSettings, plan_breakpoints
+from agents.cache import CacheSettings, StablePrefixMemo, plan_breakpoints
 from agents.context.history import Repair, flatten_tool_exchanges, validate_and_repair
-from agents.messages import Message, ModelRequest, ToolSpec
+from agents.messages import Message, ModelRequest, ToolSpec, common_prefix
 from agents.context.tokens import Calibrator, PrefixFingerprinter, estimate_payload_tokens
 
 
@@ -60,6 +60,11 @@ class RequestPipeline:
     """A provider-reported input size (tokens) from an overflow error; kept until the next
     response arrives (the caller clears it), so a re-plan after compaction still uses it."""
     _weights: dict = field(default_factory=dict, repr=False)
+    # estimate's running sums: _sums[i] is the summed weight of _summed[:i] (the messages
+    # of the last estimate), so a history that grew costs only its new messages.
+    _summed: list[Message] = field(default_factory=list, repr=False)
+    _sums: list[int] = field(default_factory=lambda: [0], repr=False)
+    _prefixes: StablePrefixMemo = field(default_factory=StablePrefixMemo, repr=False)
     _fingerprinter: PrefixFingerprinter | None = field(default=None, repr=False)
     _legal: list[Message] = field(default_factory=list, repr=False)
     _call_ids: tuple[int, set[str]] | None = field(default=None, repr=False)
@@ -90,7 +95,8 @@ class RequestPipeline:
         request = ModelRequest(model=self.model, system=self.system, messages=tuple(legal),
                                tools=self.tools if tools else (), stable_len=self.stable_len,
                                max_tokens=self.max_tokens)
-        planned = plan_breakpoints(request, profile_caps=self.profile, settings=self.cache)
+        planned = plan_breakpoints(request, profile_caps=self.profile, settings=self.cache,
+                                   prefixes=self._prefixes)
         rough = self.estimate(legal, tools=tools)
         self.calibrator.before_call(rough=rough, fingerprint=self.fingerprint(legal),
                                     message_count=len(legal))
@@ -160,8 +166,12 @@ class RequestPipeline:
                                  tools=self.tools if tools else (), stable_len=self.stable_len)
             self._weights[key] = estimate_payload_tokens(self.transport.build_payload(empty),
                                                          self.family)
-        total = self._weights[key]
-        for message in messages:
+        keep = common_prefix(messages, self._summed)
+        if keep < len(self._summed) and keep < len(messages):  # diverged: drop the rest
+            del self._summed[keep:]
+            del self._sums[keep + 1:]
+        for message in messages[len(self._summed):]:
+            # By value: a reloaded or re-repaired copy of a message weighs what it did.
             weight = self._weights.get(message)
             if weight is None:
                 alone = ModelRequest(model=self.model, system="", messages=(message,))
@@ -169,8 +179,9 @@ class RequestPipeline:
                 weight = estimate_payload_tokens({"messages": body.get("messages", [])},
                                                  self.family)
                 self._weights[message] = weight
-            total += weight
-        return total
+            self._summed.append(message)
+            self._sums.append(self._sums[-1] + weight)
+        return self._weights[key] + self._sums[len(messages)]
 
     def _repair(self, history: list[Message]) -> Repair:
         """validate_and_repair, incrementally: when ``history`` is the legal history this
@@ -179,7 +190,7 @@ class RequestPipeline:
         already used, falls back to the full validation (the only source of repairs)."""
         previous = self._legal
         n = len(previous)
-        if n and len(history) >= n and all(a is b for a, b in zip(history, previous)):
+        if n and len(history) >= n and common_prefix(history, previous) == n:
             start = next((i for i in range(n - 1, -1, -1) if previous[i].role == "user"), None)
             if start is not None:
                 span = history[start:]
@@ -187,7 +198,7 @@ class RequestPipeline:
                 if not ids & self._prefix_call_ids(start):
                     local = validate_and_repair(span, started_call_ids=self.started_call_ids)
                     if not local.problems and len(local.messages) == len(span) and all(
-                            a == replace(b, reasoning=None)
+                            a is b or a == replace(b, reasoning=None)
                             for a, b in zip(local.messages, span)):
                         # Same messages (reasoning dropped: never replayed).
                         self._legal = history[:start] + list(local.messages)
@@ -198,7 +209,11 @@ class RequestPipeline:
         return repair
 
     def _prefix_call_ids(self, end: int) -> set[str]:
-        if self._call_ids is None or self._call_ids[0] != end:
-            ids = {c.id for m in self._legal[:end] for c in m.tool_calls}
-            self._call_ids = (end, ids)
-        return self._call_ids[1]
+        # Extended, not rebuilt, when the prefix grew: _legal[:old end] is unchanged while
+        # _call_ids stands (a full repair, which may change it, resets _call_ids).
+        if self._call_ids is None or self._call_ids[0] > end:
+            self._call_ids = (0, set())
+        done, ids = self._call_ids
+        ids.update(c.id for m in self._legal[done:end] for c in m.tool_calls)
+        self._call_ids = (end, ids)
+        return ids

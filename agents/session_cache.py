@@ -30,11 +30,12 @@ from __future__ import annotations
 import sys
 import threading
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from cachetools import LRUCache
 
-from agents.messages import Message
+from agents.messages import Message, common_prefix, message_memo
 
 if TYPE_CHECKING:
     from agents.request import RequestPipeline
@@ -45,12 +46,15 @@ cached with room to spare (benchmarks/bench_memory.py)."""
 DEFAULT_MAX_BYTES = 384 * 1024 * 1024
 """Estimated bytes a worker's kept sessions may hold (HERMES["BOUND_SESSIONS_BYTES"]); the
 benchmark's 100 sessions (a tenth of them 2,000 messages long) need about a third of it."""
-MESSAGE_OVERHEAD_BYTES = 1_400
+MESSAGE_OVERHEAD_BYTES = 2_200
 """Estimated bytes one kept message costs beyond its strings' own size: the Message object and
 its slot in the transcript tuple and the pipeline's legal-history list, its ToolCall objects,
-the pipeline's token-estimate memo entry and its sha256 fingerprint state (an OpenSSL context
-outside the Python heap). Calibrated against RSS growth by benchmarks/bench_memory.py, which
-prints the ratio of measured to estimated bytes."""
+the pipeline's token-estimate memo entry and running sum (an int object, ~36 bytes), its
+sha256 fingerprint state (an OpenSSL context outside the Python heap), and its own memo
+(``message_memo``: the wire blocks the transports reuse, ~700 bytes a message by tracemalloc
+on bench_overhead's mix); 1,400 before those two. Calibrated against RSS growth by
+benchmarks/bench_memory.py, which prints the ratio of measured to estimated bytes (1.14 at
+2,100, so 2,200 leaves the 1.15 bound some room)."""
 STRING_OVERHEAD_BYTES = 49
 """CPython's header of an ASCII str (sys.getsizeof("")); what ``entry_bytes`` charges instead of
 calling sys.getsizeof on every string of a message."""
@@ -73,9 +77,10 @@ class BoundSession:
     turn_id: int
     size: int = 0
 
-    @property
+    @cached_property
     def last_id(self) -> int:
-        """The highest stored row id in ``history`` (0 when none)."""
+        """The highest stored row id in ``history`` (0 when none); computed once per entry
+        (``history`` is a tuple of immutable messages)."""
         return max((m.id for m in self.history if m.id is not None), default=0)
 
     def usable(self, *, version: int | None, served_since: bool) -> bool:
@@ -88,7 +93,16 @@ class BoundSession:
 
 def message_bytes(message: Message) -> int:
     """Estimated bytes ``message`` holds while kept: its strings (chars, plus a header each;
-    non-ASCII text is charged at its true width) and MESSAGE_OVERHEAD_BYTES."""
+    non-ASCII text is charged at its true width) and MESSAGE_OVERHEAD_BYTES. Computed once
+    per message (its memo): the value depends only on the message's fields."""
+    memo = message_memo(message)
+    size = memo.get("session_cache.bytes")
+    if size is None:
+        size = memo["session_cache.bytes"] = _message_bytes(message)
+    return size
+
+
+def _message_bytes(message: Message) -> int:
     total = MESSAGE_OVERHEAD_BYTES
     for text in (message.content, message.sent_content, message.reasoning):
         if text:
@@ -106,12 +120,12 @@ def _str_bytes(text: str) -> int:
 def entry_bytes(history: tuple[Message, ...] | list[Message], *, system_prompt: str = "",
                 previous: BoundSession | None = None) -> int:
     """Estimated bytes of an entry holding ``history`` (and ``system_prompt``, the one string
-    the pipeline holds besides the messages). When ``history`` starts with exactly the
-    messages of ``previous.history`` (the same objects, as after a turn that appended), only the
+    the pipeline holds besides the messages). When ``history`` starts with the messages of
+    ``previous.history`` (equal ones: the same objects after a turn that appended), only the
     appended ones are estimated: keeping a 2,000-message session costs its new messages."""
     start, total = 0, _str_bytes(system_prompt)
-    if previous is not None and previous.size and len(history) >= len(previous.history) and all(
-            a is b for a, b in zip(history, previous.history)):
+    if previous is not None and previous.size and len(history) >= len(previous.history) \
+            and common_prefix(history, previous.history) == len(previous.history):
         start = len(previous.history)
         total = previous.size
     return total + sum(message_bytes(m) for m in history[start:])

@@ -12,13 +12,15 @@ compacted=1; the summary and surviving tail inserted as new live rows; the same 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable
 
+from cachetools import LRUCache
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Func, Subquery
 from django.utils import timezone
 
 from agents.context.breaker import PROCESS_CLOCK_ID, CompactionBreaker
@@ -30,7 +32,7 @@ from agents.context.compaction import (ROLLING_SUMMARY_KIND, SUMMARY_KIND, Skip,
                                plan_compaction)
 from agents.errors import TransportError
 from agents.messages import Message as AgentMessage
-from agents.context.prune import plan_prune
+from agents.context.prune import ColdReclaimTally, plan_prune
 from agents.context.tokens import estimate_message_tokens, estimate_text_tokens
 from sessions.events import event_append
 from sessions.leases import (compaction_lease_acquire, compaction_lease_release,
@@ -202,25 +204,51 @@ RHYTHM_TURNS = 50
 """Turns looked back at to measure a session's idle gaps (older ones say little of now)."""
 
 
+TALLIES_MAX = 16
+"""Sessions whose cold-prune tally a worker keeps between turns (the most recently used)."""
+_TALLIES: LRUCache[int, ColdReclaimTally] = LRUCache(maxsize=TALLIES_MAX)
+_TALLIES_LOCK = threading.Lock()
+
+
+def _tally_for(session_id: int, history: list[AgentMessage]) -> ColdReclaimTally:
+    """The session's ColdReclaimTally brought up to ``history``: the history's tokens and what
+    a cold prune would reclaim, costing only the messages appended since the last turn on this
+    worker (the history is then the same messages plus new ones; anything else is tallied
+    afresh, so the answer is always the full computation's). Kept per session in a small LRU:
+    it holds the messages, which the worker's session cache (agents/session_cache.py) mostly
+    holds already."""
+    with _TALLIES_LOCK:
+        tally = _TALLIES.pop(session_id, None)
+    tally = (tally or ColdReclaimTally(estimate_message_tokens)).update(history)
+    with _TALLIES_LOCK:
+        _TALLIES[session_id] = tally
+    return tally
+
+
 def session_rhythm(session: Session, *, idle_seconds: float, history: list[AgentMessage],
                    prompt_tokens: int) -> SessionRhythm:
     """The session's observed rhythm for agents/cache_strategy.py, from stored rows: the idle
     gaps between its last RHYTHM_TURNS turns (a turn's created_at minus the previous turn's
     finished_at, seconds) plus ``idle_seconds`` before this one, the history's tokens and what
     a cold prune would reclaim (estimate), per-burst growth and requests (model calls)."""
+    # The model-call count rides on the turns query as a scalar subquery (one round trip per
+    # turn start instead of two); a session with no finished turn yet counts on its own.
+    calls_of = (UsageRecord.objects.filter(session=session, purpose="turn").order_by()
+                .annotate(n=Func(F("id"), function="COUNT")).values("n"))
     rows = list(Turn.objects.filter(session=session, finished_at__isnull=False)
-                .order_by("-id").values_list("created_at", "finished_at")[:RHYTHM_TURNS])[::-1]
+                .order_by("-id").annotate(calls=Subquery(calls_of))
+                .values_list("created_at", "finished_at", "calls")[:RHYTHM_TURNS])[::-1]
+    calls = (rows[0][2] or 0) if rows else UsageRecord.objects.filter(
+        session=session, purpose="turn").count()
     gaps = [max(0.0, (b[0] - a[1]).total_seconds()) for a, b in zip(rows, rows[1:])]
     if rows:
         gaps.append(max(0.0, idle_seconds))
-    tokens = sum(estimate_message_tokens(m) for m in history)
-    plan = plan_prune(tuple(history), estimate=estimate_message_tokens, trigger_tokens=0,
-                      rearm_level=0, cold=True) if history else None
+    tally = _tally_for(session.pk, history)
+    tokens, prunable = tally.tokens, tally.reclaimed
     bursts = 1 + len(long_gaps(tuple(gaps))) + sum(1 for g in gaps if g > 3600)
-    calls = UsageRecord.objects.filter(session=session, purpose="turn").count()
     return SessionRhythm(gaps_s=tuple(gaps), prompt_tokens=prompt_tokens,
                          history_tokens=tokens,
-                         prunable_tokens=0 if plan is None else plan.reclaimed,
+                         prunable_tokens=prunable,
                          burst_growth_tokens=tokens // bursts, burst_requests=calls / bursts)
 
 

@@ -103,6 +103,8 @@ def validate_and_repair(messages: Sequence[Message], *,
       that carry tool calls may be empty); two assistants in a row are merged; a history that opens with an assistant
       gets a ``CONTINUES`` user message first.
     Deterministic and idempotent: repairing the output changes nothing and reports nothing.
+    A message that needs no change is passed through as the same object (its memo,
+    agents.messages.message_memo, then survives a repair, and prefix checks stay cheap).
     """
     problems: list[str] = []
     started = frozenset(started_call_ids)
@@ -136,7 +138,8 @@ def validate_and_repair(messages: Sequence[Message], *,
             if wire_ids != stored_ids:
                 problems.append("repeated tool call ids made unique on the wire")
                 calls = tuple(replace(c, id=w) for c, w in zip(calls, wire_ids))
-            m = replace(m, tool_calls=calls)
+            if calls != m.tool_calls:  # unchanged: the same object, so per-message memos hold
+                m = replace(m, tool_calls=calls)
         out.append(m)
         for k, (call, cid) in enumerate(zip(m.tool_calls, stored_ids)):
             queue = pending.get(cid)
@@ -144,7 +147,9 @@ def validate_and_repair(messages: Sequence[Message], *,
                 source = queue.popleft()
                 if source != index + 1 + k:
                     problems.append(f"moved result for call {call.id} next to its call")
-                out.append(replace(msgs[source], tool_call_id=call.id))
+                result = msgs[source]
+                out.append(result if result.tool_call_id == call.id
+                           else replace(result, tool_call_id=call.id))
                 continue
             text = INTERRUPTED if cid in started else NOT_EXECUTED
             synthetic = Message(role="tool", content=text, tool_call_id=cid,

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from agents.messages import Message, ToolCall
+from agents.messages import Message, ToolCall, common_prefix
 
 MIN_RECLAIM_TOKENS = 4_096
 """``proactive_prune_min_reclaim_tokens``: a prune that frees less is not worth a cache break."""
@@ -114,6 +114,29 @@ def _cut_call(call: ToolCall, min_chars: int) -> ToolCall:
     return replace(call, arguments=text) if len(text) < len(call.arguments) else call
 
 
+def _edit(m: Message, newer: Message | None, *, min_result_chars: int,
+          min_argument_chars: int) -> tuple[EditKind, Message] | None:
+    """The edit an old message gets, if any: ``newer`` is the nearest newer tool result
+    with the same wire text (None when there is none)."""
+    text = m.wire_text
+    if m.role == "tool" and not text.startswith(STUB_PREFIX):
+        tool = m.tool_name or "tool"
+        if newer is not None and len(text) >= DEDUPE_MIN_CHARS:
+            where = f"message #{newer.id}" if newer.id is not None else "a newer message"
+            return "duplicate", _stub(m, f"{STUB_PREFIX} duplicate {tool} output, "
+                                         f"{len(text):,} chars; identical to {where}]")
+        if len(text) > min_result_chars:
+            where = f"message #{m.id}" if m.id is not None else "this message's stored row"
+            return "oversized", _stub(m, f"{STUB_PREFIX} {tool} output, {len(text):,} chars; "
+                                         f"full text kept as {where} — use session_search "
+                                         "or ask to re-run]")
+    elif m.role == "assistant" and m.tool_calls:
+        calls = tuple(_cut_call(c, min_argument_chars) for c in m.tool_calls)
+        if calls != m.tool_calls:
+            return "arguments", replace(m, tool_calls=calls)
+    return None
+
+
 def _edits(messages: Sequence[Message], *, old_end: int, min_result_chars: int,
            min_argument_chars: int) -> list[tuple[int, EditKind, Message]]:
     edits: list[tuple[int, EditKind, Message]] = []
@@ -129,27 +152,20 @@ def _edits(messages: Sequence[Message], *, old_end: int, min_result_chars: int,
                 nearest[i] = seen[text]
             seen[text] = m
     for i in range(old_end):
-        m = messages[i]
-        text = m.wire_text
-        if m.role == "tool" and not text.startswith(STUB_PREFIX):
-            newer = nearest.get(i)
-            tool = m.tool_name or "tool"
-            if newer is not None and len(text) >= DEDUPE_MIN_CHARS:
-                where = f"message #{newer.id}" if newer.id is not None else "a newer message"
-                edits.append((i, "duplicate", _stub(m, f"{STUB_PREFIX} duplicate {tool} output, "
-                                                       f"{len(text):,} chars; identical to "
-                                                       f"{where}]")))
-            elif len(text) > min_result_chars:
-                where = f"message #{m.id}" if m.id is not None else "this message's stored row"
-                edits.append((i, "oversized", _stub(m, f"{STUB_PREFIX} {tool} output, "
-                                                       f"{len(text):,} chars; full text kept as "
-                                                       f"{where} — use session_search or ask "
-                                                       "to re-run]")))
-        elif m.role == "assistant" and m.tool_calls:
-            calls = tuple(_cut_call(c, min_argument_chars) for c in m.tool_calls)
-            if calls != m.tool_calls:
-                edits.append((i, "arguments", replace(m, tool_calls=calls)))
+        found = _edit(messages[i], nearest.get(i), min_result_chars=min_result_chars,
+                      min_argument_chars=min_argument_chars)
+        if found is not None:
+            edits.append((i, *found))
     return edits
+
+
+def _old_end(messages: Sequence[Message], protect: int) -> int:
+    """End of the prunable span: before the protected tail, and before a tool group whose
+    results reach into the tail (kept whole)."""
+    old_end = len(messages) - protect
+    while old_end > 0 and messages[old_end].role == "tool":
+        old_end -= 1
+    return old_end
 
 
 def plan_prune(messages: Sequence[Message], *, estimate: Callable[[Message], int],
@@ -178,9 +194,7 @@ def plan_prune(messages: Sequence[Message], *, estimate: Callable[[Message], int
     protect = COLD_PROTECT_LAST_N if cold else PROTECT_LAST_N
     if len(messages) <= protect + 1:
         return None
-    old_end = len(messages) - protect
-    while old_end > 0 and messages[old_end].role == "tool":
-        old_end -= 1  # keep a tool group whose results reach into the tail whole
+    old_end = _old_end(messages, protect)
     found = _edits(messages, old_end=old_end,
                    min_result_chars=COLD_MIN_RESULT_CHARS if cold else MIN_RESULT_CHARS,
                    min_argument_chars=COLD_MIN_ARGUMENT_CHARS if cold else MIN_ARGUMENT_CHARS)
@@ -197,3 +211,67 @@ def plan_prune(messages: Sequence[Message], *, estimate: Callable[[Message], int
     return PrunePlan(messages=tuple(new), edits=edits, tokens_before=before, tokens_after=after,
                      reclaimed=reclaimed,
                      rearm_level=rearm_level_after(after, reclaimed, trigger_tokens))
+
+
+class ColdReclaimTally:
+    """Tokens a cold prune would free, kept for a history that grows by appending: equal to
+    ``plan_prune(messages, estimate=estimate, trigger_tokens=0, rearm_level=0, cold=True)``'s
+    ``reclaimed`` (0 when it plans nothing), and ``tokens`` the summed ``estimate``.
+
+    Each message's gain as if it were old is kept (a duplicate's depends on its nearest newer
+    twin, which only an appended message can become), so ``update`` costs the appended
+    messages and the answer the protected tail; a history that is not the previous one plus
+    appended messages (equal ones) is tallied afresh. Not thread-safe."""
+
+    def __init__(self, estimate: Callable[[Message], int]) -> None:
+        self._estimate = estimate
+        self._messages: list[Message] = []
+        self._gains: list[int] = []
+        self._newest: dict[str, int] = {}  # a tool result's wire text -> its newest index
+        self._total = 0
+        self.tokens = 0
+
+    def update(self, messages: Sequence[Message]) -> ColdReclaimTally:
+        """Bring the tally to ``messages``; returns self."""
+        if not self._extends(messages):
+            self.__init__(self._estimate)  # type: ignore[misc]
+        for m in messages[len(self._messages):]:
+            index = len(self._messages)
+            self._messages.append(m)
+            self.tokens += self._estimate(m)
+            if m.role == "tool":
+                twin = self._newest.get(m.wire_text)
+                if twin is not None:  # m is now that one's nearest newer twin
+                    gain = self._gain(self._messages[twin], m)
+                    self._total += gain - self._gains[twin]
+                    self._gains[twin] = gain
+                self._newest[m.wire_text] = index
+            self._gains.append(self._gain(m, None))
+            self._total += self._gains[-1]
+        return self
+
+    def _extends(self, messages: Sequence[Message]) -> bool:
+        """True when ``messages`` starts with the tallied messages: equal ones, or
+        copies differing only in ``reasoning`` (the repair drops it; nothing here reads it),
+        which then replace the tallied ones."""
+        done = len(self._messages)
+        i = common_prefix(messages, self._messages)
+        while i < done:
+            if i >= len(messages) or messages[i] != replace(self._messages[i],
+                                                             reasoning=messages[i].reasoning):
+                return False
+            self._messages[i] = messages[i]
+            i += 1 + common_prefix(messages[i + 1:], self._messages[i + 1:])
+        return True
+
+    @property
+    def reclaimed(self) -> int:
+        """Tokens the cold prune of the tallied history would free (0: it plans nothing)."""
+        if len(self._messages) <= COLD_PROTECT_LAST_N + 1:
+            return 0
+        return self._total - sum(self._gains[_old_end(self._messages, COLD_PROTECT_LAST_N):])
+
+    def _gain(self, m: Message, newer: Message | None) -> int:
+        found = _edit(m, newer, min_result_chars=COLD_MIN_RESULT_CHARS,
+                      min_argument_chars=COLD_MIN_ARGUMENT_CHARS)
+        return 0 if found is None else max(0, self._estimate(m) - self._estimate(found[1]))

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agents.messages import Message, ToolSpec
+from agents.messages import Message, ToolSpec, common_prefix
 
 # Per-character token weights, per tokenizer family and script (case B13). Sources:
 # - ASCII: hermes-facts §4, rough tokens = ceil(chars / 4), for every family (prose runs at
@@ -176,8 +176,9 @@ def prefix_fingerprint(*, system: str, tools: Iterable[ToolSpec], messages: Sequ
 class PrefixFingerprinter:
     """``prefix_fingerprint`` computed incrementally: the same hex digest, but a transcript
     that only grew since the last call costs only its new messages (the digest state after
-    each message is kept). Messages are matched by identity, so an edited or replaced
-    message restarts from the first difference. Not thread-safe (one per pipeline)."""
+    each message is kept). Messages are matched by value (agents.messages.common_prefix,
+    identity first), so an edited or replaced message restarts from the first difference.
+    Not thread-safe (one per pipeline)."""
 
     def __init__(self, *, system: str, tools: Iterable[ToolSpec], route: str = ""):
         head = {"route": route, "system": system,
@@ -189,10 +190,9 @@ class PrefixFingerprinter:
 
     def fingerprint(self, messages: Sequence[Message]) -> str:
         """The fingerprint of system + tools + ``messages`` (equal to prefix_fingerprint)."""
-        keep = 0
-        limit = min(len(messages), len(self._messages))
-        while keep < limit and messages[keep] is self._messages[keep]:
-            keep += 1
+        keep = common_prefix(messages, self._messages)
+        if keep == len(messages):  # a prefix of what was fingerprinted: nothing to redo
+            return self._states[keep].hexdigest()
         del self._messages[keep:]
         del self._states[keep + 1:]
         for m in messages[keep:]:

@@ -20,7 +20,8 @@ from typing import Any
 import anthropic
 
 from agents.errors import TransportError, TurnCancelled
-from agents.messages import Breakpoint, Message, ModelRequest, ModelResponse, ToolCall
+from agents.messages import (Breakpoint, Message, ModelRequest, ModelResponse, ToolCall,
+                             message_memo)
 from agents.providers import ProviderProfile
 from agents.transports import breakpoints as bp
 from agents.transports.errors import (PROVIDER_ERRORS, ClassifiedError, FailoverReason,
@@ -78,15 +79,30 @@ def _message_blocks(message: Message, mark: Breakpoint | None) -> list[dict[str,
     return blocks
 
 
+def _plain_blocks(message: Message) -> tuple[dict[str, Any], ...]:
+    """``_message_blocks(message, None)``, built once per message (its memo): a message is
+    an immutable value, so its unmarked wire form never changes, and rebuilding it (tool
+    arguments parsed again) for the whole history on every request was O(history)."""
+    memo = message_memo(message)
+    blocks = memo.get("anthropic.blocks")
+    if blocks is None:
+        blocks = memo["anthropic.blocks"] = tuple(_message_blocks(message, None))
+    return blocks
+
+
 def render_messages(messages: tuple[Message, ...],
                     marks: dict[int, Breakpoint]) -> list[dict[str, Any]]:
     """Wire messages: tool results (role "tool") become tool_result blocks in a user
     message, and consecutive same-role content merges into one wire message, so a run of
-    tool results plus the user's next text is ONE user message (role alternation)."""
+    tool results plus the user's next text is ONE user message (role alternation). Each
+    unmarked message's blocks come from its memo, copied (a caller may edit its payload);
+    the few marked ones are built fresh."""
     wire: list[dict[str, Any]] = []
     for index, message in enumerate(messages):
         role = "assistant" if message.role == "assistant" else "user"
-        blocks = _message_blocks(message, marks.get(index))
+        mark = marks.get(index)
+        blocks = (_message_blocks(message, mark) if mark is not None
+                  else [dict(block) for block in _plain_blocks(message)])
         if wire and wire[-1]["role"] == role:
             wire[-1]["content"].extend(blocks)
         else:

@@ -23,7 +23,8 @@ import httpx
 from httpx_sse import EventSource, SSEError
 
 from agents.errors import TurnCancelled
-from agents.messages import Breakpoint, Message, ModelRequest, ModelResponse, ToolCall
+from agents.messages import (Breakpoint, Message, ModelRequest, ModelResponse, ToolCall,
+                             message_memo)
 from agents.providers import ProviderProfile
 from agents.transports.errors import (PROVIDER_ERRORS, ProviderHTTPError, StreamErrorEvent,
                                       StreamIncomplete)
@@ -49,9 +50,28 @@ def wire_arguments(call: ToolCall) -> str:
     return call.arguments
 
 
+def _memoised(message: Message, key: str, build: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """A copy of ``message``'s wire form ``key``, built once per message (its memo): the
+    message is an immutable value, so re-rendering the whole history (tool arguments parsed
+    again) on every request was O(history). Copied down to content parts, since a caller
+    may edit its payload."""
+    memo = message_memo(message)
+    rendered = memo.get(key)
+    if rendered is None:
+        rendered = memo[key] = build()
+    fresh = dict(rendered)
+    if isinstance(fresh.get("content"), list):
+        fresh["content"] = [dict(part) for part in fresh["content"]]
+    return fresh
+
+
 def render_message(message: Message) -> dict[str, Any]:
     """One stored message in O-shape. An assistant message with tool calls and no text
-    sends ``content: null`` (case B17)."""
+    sends ``content: null`` (case B17). Memoised per message (a fresh copy each call)."""
+    return _memoised(message, "openai.message", lambda: _render_message(message))
+
+
+def _render_message(message: Message) -> dict[str, Any]:
     text = message.wire_text
     if message.role == "tool":
         return {"role": "tool", "tool_call_id": message.tool_call_id,
@@ -78,8 +98,15 @@ def render_envelope_message(message: Message, mark: Breakpoint | None) -> dict[s
     user message with a stable prefix always as [scaffold, tail], the marker on the scaffold
     when the planner set ``split_at``), ``mark`` on the last part. Tool messages and an
     assistant message that is only tool calls carry no marker (the route drops them; the
-    planner never puts one there), so they render as on plain routes."""
-    base = render_message(message)
+    planner never puts one there), so they render as on plain routes. An unmarked message
+    is memoised per message (a fresh copy each call)."""
+    if mark is None:
+        return _memoised(message, "openai.envelope", lambda: _render_envelope(message, None))
+    return _render_envelope(message, mark)
+
+
+def _render_envelope(message: Message, mark: Breakpoint | None) -> dict[str, Any]:
+    base = _render_message(message)
     if message.role == "tool" or (message.role == "assistant" and base["content"] is None):
         return base
     ttl = mark.ttl if mark is not None else "5m"

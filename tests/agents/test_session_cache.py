@@ -102,8 +102,9 @@ def test_an_appended_history_is_estimated_incrementally_to_the_same_total(texts,
     before.size = entry_bytes(before.history, system_prompt="sys")
     full = entry_bytes(history, system_prompt="sys")
     assert entry_bytes(history, system_prompt="sys", previous=before) == full
-    # A history that does not start with the previous one's objects is estimated afresh.
-    copies = tuple(Message(role="user", content=t, id=i + 1) for i, t in enumerate(texts))
+    # A history that does not start with the previous one's messages is estimated afresh
+    # (equal copies are the same messages: agents.messages.common_prefix).
+    copies = tuple(Message(role="user", content=t + "!", id=i + 1) for i, t in enumerate(texts))
     liar = entry(10**9)
     liar.history = copies[:max(1, cut)]
     assert entry_bytes(history, system_prompt="sys", previous=liar) == full
