@@ -120,6 +120,10 @@ def validate_and_repair(messages: Sequence[Message], *,
     out: list[Message] = []
     added: list[Message] = []
     seen: Counter[str] = Counter()
+    # Every id the history already uses: a repeat is never renamed onto one of them (a
+    # history carried in memory holds the renamed ids of earlier repairs, and a provider
+    # that reuses "call_0" every turn would otherwise get "call_0_r2" twice).
+    taken = set(call_ids) | {m.tool_call_id for m in msgs if m.role == "tool"}
     for index, m in enumerate(msgs):
         if m.role == "tool":
             if m.tool_call_id not in call_ids:
@@ -132,7 +136,7 @@ def validate_and_repair(messages: Sequence[Message], *,
         wire_ids = []
         for cid in stored_ids:
             seen[cid] += 1
-            wire_ids.append(cid if seen[cid] == 1 else f"{cid}_r{seen[cid]}")
+            wire_ids.append(cid if seen[cid] == 1 else _unused_id(cid, seen[cid], taken))
         if m.tool_calls:
             calls = tuple(_legal_call(c, problems) for c in m.tool_calls)
             if wire_ids != stored_ids:
@@ -165,6 +169,16 @@ def validate_and_repair(messages: Sequence[Message], *,
 
     legal = _legal_roles(out, problems)
     return Repair(messages=tuple(legal), added=tuple(added), problems=tuple(problems))
+
+
+def _unused_id(cid: str, n: int, taken: set[str]) -> str:
+    """``{cid}_r{n}`` for the n-th occurrence of ``cid``, or the next free suffix when that
+    id is taken (the same answer from stored rows and from a history repaired before);
+    the id returned is added to ``taken``."""
+    while f"{cid}_r{n}" in taken:
+        n += 1
+    taken.add(f"{cid}_r{n}")
+    return f"{cid}_r{n}"
 
 
 def _orphan_note(m: Message) -> Message:

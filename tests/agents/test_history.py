@@ -236,3 +236,21 @@ def test_repeated_call_ids_are_made_unique_and_claim_results_in_order() -> None:
     assert pairs == [("call_0", "first"), ("call_0_r2", "second")]
     assert repair.messages[4].tool_calls[0].id == "call_0_r2"
     assert is_legal(repair.messages)
+
+
+def test_a_reused_call_id_is_never_renamed_onto_an_id_a_carried_history_uses() -> None:
+    """A provider that names every call "call_0" (llama.cpp, some gateways): the worker
+    carries the repaired history (with "call_0_r2") into the next turn, whose new call_0
+    must not become a second "call_0_r2". The answer equals the one from stored rows."""
+    rows = [user("a"), assistant("", call("call_0")), result("call_0", "first"),
+            user("b"), assistant("", call("call_0")), result("call_0", "second")]
+    carried = list(validate_and_repair(rows).messages)
+    turn3 = [user("c"), assistant("", call("call_0")), result("call_0", "third")]
+    from_memory = validate_and_repair([*carried, *turn3])
+    from_rows = validate_and_repair([*rows, *turn3])
+    ids = [c.id for m in from_memory.messages for c in m.tool_calls]
+    assert ids == ["call_0", "call_0_r2", "call_0_r3"]
+    assert from_memory.messages == from_rows.messages
+    assert is_legal(from_memory.messages)
+    again = validate_and_repair(from_memory.messages)
+    assert again.messages == from_memory.messages and again.problems == ()
