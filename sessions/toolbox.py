@@ -86,7 +86,15 @@ def _offered(session: Session, rows) -> tuple[tuple[str, ...], dict[str, dict]]:
     return tuple(sorted({*builtins, *specs})), specs
 
 
+_SPECS_READ = "_hermes_mcp_specs_read"
+"""Instance key under which tool_schema_refresh leaves the specs it read, for the one
+registry_for call of the same turn (taken, so never reused by a later turn)."""
+
+
 def _stored_mcp_specs(session: Session) -> dict[str, dict]:
+    read = session.__dict__.pop(_SPECS_READ, None)
+    if read is not None:
+        return read
     schema = SessionToolSchema.objects.filter(session_id=session.pk).first()
     if schema is None and session.parent_id:
         # A delegated child is created with its parent's names minus the blocklist and no
@@ -157,6 +165,9 @@ def tool_schema_refresh(session: Session) -> dict | None:
     stored = dict(schema.mcp_specs or {}) if schema is not None else {}
     if sorted(names) != sorted(session.tool_names) or specs != stored:
         return _rebuild(session, "availability", rows)
+    # Unchanged: the turn's registry (registry_for, next) takes the specs read here once
+    # instead of reading the same row again.
+    session.__dict__[_SPECS_READ] = stored
     return None
 
 
