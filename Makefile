@@ -19,7 +19,8 @@ tests/browser/node_modules/axe-core/axe.min.js: tests/browser/package.json
 
 install: .venv/.installed tests/browser/node_modules/axe-core/axe.min.js
 
-migrate: install
+## make run needs only Python: axe-core (npm) is for the test suite's accessibility checks.
+migrate: .venv/.installed
 	$(PY) manage.py migrate --noinput
 
 demo-user: migrate
