@@ -363,19 +363,6 @@ def _lineage_q(session: Session) -> Q:
     return Q(session_id=root) | Q(session__lineage_root_id=root)
 
 
-def session_rules_for(session: Session) -> tuple[tuple[str, str], ...]:
-    """(tool_name, normalised command) pairs approved "for this session", across the
-    session's lineage (compaction segments are the same conversation), oldest first."""
-    rules: list[tuple[str, str]] = []
-    rows = (ApprovalRequest.objects.filter(_lineage_q(session), state=State.APPROVED,
-                                           scope=ApprovalRequest.Scope.SESSION)
-            .values_list("tool_name", "normalized").order_by("id"))
-    for pair in rows:
-        if pair not in rules:
-            rules.append(pair)
-    return tuple(rules)
-
-
 def turn_has_pending_approvals(*, turn: Turn) -> bool:
     """True while any request of ``turn`` still waits for a human (the resume waits)."""
     return ApprovalRequest.objects.filter(turn=turn, state=State.PENDING).exists()
@@ -425,7 +412,7 @@ def gate_state(*, session: Session, turn: Turn | None, bypass: bool | None = Non
               .select_related("decider").order_by("id")):
         if a.state == State.APPROVED and a.scope == ApprovalRequest.Scope.SESSION:
             pair = (a.tool_name, a.normalized)
-            if pair not in session_rules:  # session_rules_for's answer, oldest first
+            if pair not in session_rules:  # approved "for this session", oldest first
                 session_rules.append(pair)
         if a.session_id == session.pk and (turn is None or a.turn_id == turn.pk):
             latest[a.tool_call_id] = a

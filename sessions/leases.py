@@ -93,14 +93,6 @@ def lease_renew(*, session: Session, owner: str, seconds: int) -> None:
         raise LeaseLost(f"turn lease of session {session.pk} lost")
 
 
-def lease_check(*, session: Session, owner: str) -> None:
-    """Outside a transaction: the turn lease is ours and unexpired (a read, no lock).
-    Raises LeaseLost otherwise. For a holder that renewed moments ago (runner._prepare)."""
-    if not Session.objects.filter(pk=_root_id(session), lease_owner=owner,
-                                  lease_expires_at__gte=timezone.now()).exists():
-        raise LeaseLost(f"turn lease of session {session.pk} lost")
-
-
 def lease_validate(*, session: Session, owner: str) -> None:
     """Inside the caller's transaction: lock the root row and check the turn lease is ours
     and unexpired. Raises LeaseLost otherwise."""

@@ -516,13 +516,8 @@ def _prepare(ctx: TurnContext, sink: DbSink, history: list[AgentMessage]):
     """Repair, reduce when the plan says so (agents/context/reduction.py decides the order), plan.
     Reductions run only here, at an iteration boundary, after every result of the previous
     batch is stored."""
-    seconds = settings.HERMES["LEASE_SECONDS"]
-    renewed = sink.lease_renewed_at
-    if renewed is None or time.monotonic() - renewed >= seconds / 3:
-        # Otherwise a guarded write renewed the lease moments ago, proving it ours until
-        # then + LEASE_SECONDS (nobody takes a lease before it expires; the margin of two
-        # thirds of it absorbs clock skew between workers): checking would be a query
-        # that cannot fail, renewing one more commit.
+    if not sink.lease_fresh():  # else a write renewed it moments ago (DbSink.lease_fresh)
+        seconds = settings.HERMES["LEASE_SECONDS"]
         lease_renew(session=ctx.session, owner=ctx.owner, seconds=seconds)
         sink.lease_renewed_at = time.monotonic()
     strategy = None
@@ -803,9 +798,7 @@ def _finish(ctx: TurnContext, sink: DbSink, status: str, event: str, payload: di
     except Exception as exc:  # recorded on the turn below, not swallowed
         log.exception("flushing text of turn %s failed", ctx.turn.pk)
         error = f"{error}\n(streamed text not flushed: {exc!r})".strip()
-    renewed = sink.lease_renewed_at
-    recent = renewed is not None and (time.monotonic() - renewed
-                                      < settings.HERMES["LEASE_SECONDS"] / 3)
+    recent = sink.lease_fresh()
     payload = {"turn_id": ctx.turn.pk, "usage": sink.usage_total, **payload}
     if recent and not turn_ended_hooked(child=ctx.session.parent_id is not None):
         # Our lease is live (a write renewed it moments ago) and no parent waits on this

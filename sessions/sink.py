@@ -131,6 +131,15 @@ class DbSink:
         self._reply_call_ids.update(c.id for c in message.tool_calls)
         return stored
 
+    def lease_fresh(self) -> bool:
+        """A guarded write renewed the turn lease less than a third of LEASE_SECONDS ago:
+        the lease is provably ours until then + LEASE_SECONDS (nobody takes an unexpired
+        lease; the margin absorbs clock skew between workers), so checking it again would
+        be a query that cannot fail."""
+        renewed = self.lease_renewed_at
+        return (renewed is not None and self.lease_seconds is not None
+                and time.monotonic() - renewed < self.lease_seconds / 3)
+
     def fresh_calls(self, call_ids, *, seen: set[str] | None) -> bool:
         """True when every id of ``call_ids`` came from a reply this sink stored, once, and
         none is among ``seen`` (the call ids of the history the run started from; None:

@@ -67,12 +67,6 @@ def turn_wait_pending(turn: Turn) -> bool:
     return True if wait is None else bool(wait.pending(turn))
 
 
-def turn_waiting(session: Session) -> Turn | None:
-    """The session's waiting turn (at most one: it blocks everything behind it), or None."""
-    return (Turn.objects.filter(session=session, status__in=WAITING_STATUSES)
-            .order_by("id").first())
-
-
 def waits_cancel(session: Session) -> int:
     """Cancel every registered kind of open wait of a session (Stop). Returns the count."""
     return sum(wait.cancel(session) for wait in _WAITS.values())
