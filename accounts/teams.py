@@ -3,7 +3,7 @@ Team and Membership live, so sessions/ and approvals/ never import accounts/."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from django.db.models import Exists, OuterRef, Q
 
 from accounts.models import Membership, Team
 
@@ -32,10 +32,15 @@ def team_default(user) -> Team | None:
     return membership.team if membership else None
 
 
-def deny_rules(team_ids: Iterable[int]) -> tuple[str, ...]:
-    """The deny patterns of those teams, oldest team first, each pattern once."""
+def deny_rules(user_id: int, team_id: int | None) -> tuple[str, ...]:
+    """The deny patterns of every team ``user_id`` belongs to and of ``team_id`` (the
+    session's team; None: none), oldest team first, each pattern once. One query: asked
+    before every batch of tool calls, where the memberships and the patterns were two
+    (issue 15 target 1); both are read fresh each time, since an admin may change them at
+    any moment."""
+    member = Membership.objects.filter(team_id=OuterRef("pk"), user_id=user_id)
+    teams = Team.objects.filter(Q(Exists(member)) | Q(pk=team_id) if team_id else Exists(member))
     deny: list[str] = []
-    for patterns in Team.objects.filter(pk__in=list(team_ids)).order_by("id").values_list(
-            "deny_rules", flat=True):
+    for patterns in teams.order_by("id").values_list("deny_rules", flat=True):
         deny += [p for p in (patterns or []) if isinstance(p, str) and p not in deny]
     return tuple(deny)

@@ -382,24 +382,22 @@ def gate_state(*, session: Session, turn: Turn | None, bypass: bool | None = Non
     """Read the gate's durable state for ``session`` (decisions limited to ``turn``, or the
     whole session when None). The latest request for a tool call id wins. ``bypass``: the
     session's bypass flag as the caller's own write just read it (the runner's transcript
-    writes return it); None reads the row. Three queries (the owner's teams, the rules, the
-    lineage's decided requests, which give both this turn's decisions and the "for this
-    session" approvals) where it was five.
+    writes return it); None reads the row. Three queries (the deny patterns of the owner's
+    teams and the session's team, the rules, the lineage's decided requests, which give
+    both this turn's decisions and the "for this session" approvals) where it was five.
 
     ``decisions_from``: a GateState read earlier in the same run of ``turn``, whose
     decisions (approved and denied call ids, "for this session" approvals) are reused
     without a query: they change only while a turn waits for a human, which ends its run
     (a run's own asks end it too). The rules, teams and deny lists are read again: an
     admin may change them at any moment."""
-    owner_team_ids = TEAMS.team_ids(session.owner_id)
     rule_ids: dict[tuple[str, str], int] = {}
     # The owner's rules made in this session's team (or, for a session with no team, made
     # with none), and the team's own rules: never another team's (approval_rule_scope).
     for rule in (ApprovalRule.objects.filter(approval_rule_scope(session), revoked=False)
                  .order_by("id")):
         rule_ids.setdefault((rule.tool_name, rule.pattern), rule.pk)
-    team_ids = set(owner_team_ids) | ({session.team_id} if session.team_id else set())
-    deny = TEAMS.deny_rules(sorted(team_ids))
+    deny = TEAMS.deny_rules(session.owner_id, session.team_id)
     if bypass is None:
         bypass = bool(Session.objects.filter(pk=session.pk)
                       .values_list("bypass_approvals", flat=True).first())

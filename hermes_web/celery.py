@@ -55,7 +55,7 @@ app.autodiscover_tasks()
 
 
 @worker_ready.connect
-def _worker_gc_tuning(**_kwargs) -> None:
+def worker_gc_tuning(**_kwargs) -> None:
     """Once the worker has imported everything: freeze those objects out of the cyclic
     collector and collect the young generation less often. Full collections over a large
     heap otherwise land in the middle of a turn as tens-of-milliseconds pauses

@@ -30,3 +30,13 @@ class SessionsConfig(AppConfig):
         from sessions.waits import wait_register
 
         wait_register(CLARIFY_WAIT)
+
+        # A breakpoint limit saved or deleted in this process (the admin) binds at once.
+        from django.db.models.signals import post_delete, post_save
+
+        from sessions.models import BreakpointLimit
+        from sessions.provider_state import BREAKPOINT_LIMITS
+
+        for signal in (post_save, post_delete):
+            signal.connect(BREAKPOINT_LIMITS.clear, sender=BreakpointLimit, weak=False,
+                           dispatch_uid=f"breakpoint-limits-clear-{signal is post_save}")

@@ -63,14 +63,15 @@ class TeamHooks:
     team_ids(user_id) -> list[int]: every team ``user_id`` belongs to.
     team_admin_ids(team_id) -> set[int]: user ids of that team's admins.
     team_default(user) -> Team | None: the team a new session of ``user`` belongs to.
-    deny_rules(team_ids) -> tuple[str, ...]: the teams' deny patterns, oldest team first.
+    deny_rules(user_id, team_id) -> tuple[str, ...]: the deny patterns of the teams
+    ``user_id`` belongs to and of ``team_id`` (None: none), oldest team first.
     """
 
     admin_team_ids: Callable[[Any], list[int]] = lambda user: []
     team_ids: Callable[[int], list[int]] = lambda user_id: []
     team_admin_ids: Callable[[int], set[int]] = lambda team_id: set()
     team_default: Callable[[Any], Any] = lambda user: None
-    deny_rules: Callable[[Iterable[int]], tuple[str, ...]] = lambda team_ids: ()
+    deny_rules: Callable[[int, int | None], tuple[str, ...]] = lambda user_id, team_id: ()
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import threading
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.db import DatabaseError, close_old_connections, connection
+from django.db import DatabaseError, connection
 from django.db.models import Q, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -130,7 +130,6 @@ class LeaseHeartbeat:
         try:
             while not self._stop.wait(max(0.2, self.seconds / 3)):
                 try:
-                    close_old_connections()
                     lease_renew(session=self.session, owner=self.owner, seconds=self.seconds)
                 except LeaseLost:
                     self.lost.set()
@@ -138,6 +137,11 @@ class LeaseHeartbeat:
                 except DatabaseError:  # the database is briefly away: try next tick
                     log.warning("renewing the turn lease of session %s failed",
                                 self.session.pk, exc_info=True)
+                finally:
+                    # Reconnect next tick (seconds / 3 away) rather than hold a second
+                    # PostgreSQL backend per running turn through a long command: a
+                    # worker's turns then need one each (issue 15 target 2).
+                    connection.close()
         finally:
             connection.close()
 

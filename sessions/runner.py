@@ -17,7 +17,7 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 
 from django.conf import settings
-from django.db import InterfaceError, OperationalError, transaction
+from django.db import InterfaceError, OperationalError, connections, transaction
 from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
@@ -59,7 +59,7 @@ from sessions.services import workspace_path
 from sessions.sink import DbSink, ledger_for, started_call_ids
 from sessions.transcript import history_load, message_to_agent
 from sessions.waits import WAITING_STATUSES, turn_ended, turn_ended_hooked
-from sessions.writes import turn_finish_write
+from sessions.writes import StartFacts, turn_finish_write
 
 log = logging.getLogger("hermes.runner")
 
@@ -416,18 +416,22 @@ def _begin(ctx: TurnContext, sink: DbSink) -> list[AgentMessage]:
     turn = ctx.turn
     from sessions.models import Message
 
-    last = (Message.objects.filter(session=ctx.session).order_by("-id")
-            .values_list("created_at", flat=True).first())
-    ctx.idle_seconds = (timezone.now() - last).total_seconds() if last else 0.0
+    # This worker's copy of the history from the session's previous turn, if it kept one:
+    # the start write tells whether it is still current (_history_for).
+    bound = BOUND.take(ctx.session.pk)
     with transaction.atomic():
         # A turn awaiting approval, one a dead worker left running (redelivered task or
         # recovery job), or one stopped by a budget and resumed: its message is stored.
         resumed = turn.status in WAITING_STATUSES or turn.user_message_id is not None
         ctx.resumed = resumed
-        # The write validates the lease; Stop winning the race below rolls it back.
-        stored = sink.turn_started(
+        # The write validates the lease; Stop winning the race below rolls it back. It
+        # also reads what the start needs of the session (the newest message's time, the
+        # transcript version, whether another worker served the session since the kept
+        # copy), from before its own rows: no query of its own (issue 15 target 1).
+        stored, facts = sink.turn_started(
             {"turn_id": turn.pk, "resumed": resumed},
-            None if resumed else toolbox.user_message_for(ctx.session, turn, ctx.workspace))
+            None if resumed else toolbox.user_message_for(ctx.session, turn, ctx.workspace),
+            served_after=bound.turn_id if bound is not None else None)
         columns = {"status": Turn.Status.RUNNING,
                    "started_at": turn.started_at or timezone.now()}
         if stored is not None:
@@ -438,7 +442,14 @@ def _begin(ctx: TurnContext, sink: DbSink) -> list[AgentMessage]:
         turn.status = Turn.Status.RUNNING
         if stored is not None:
             turn.user_message_id = stored.id
-    ctx.loaded = _history_for(ctx)
+    if facts is None:  # the write could not read them (SQLite, a child session)
+        last = (Message.objects.filter(session=ctx.session)
+                .exclude(pk=stored.id if stored is not None else None).order_by("-id")
+                .values_list("created_at", flat=True).first())
+    else:
+        last = facts.last_message_at
+    ctx.idle_seconds = (timezone.now() - last).total_seconds() if last else 0.0
+    ctx.loaded = _history_for(ctx, bound, facts)
     # Calls that began and have no stored result are "interrupted", never "not executed".
     # Only calls the live history leaves unanswered can need that word (agents/context/
     # history.py asks about no other id), so only they are looked up.
@@ -470,20 +481,25 @@ def _answer_already_stored(ctx: TurnContext, history: list[AgentMessage]):
     return last
 
 
-def _history_for(ctx: TurnContext) -> list[AgentMessage]:
-    """The live history: this worker's copy from the previous turn plus the rows appended
-    since (one small query), or a full load when the copy is missing or stale: the transcript
-    was rewritten, or another turn of the session started since (another worker served it;
-    agents/session_cache.py says why the whole copy goes)."""
+def _history_for(ctx: TurnContext, bound: BoundSession | None,
+                 facts: StartFacts | None) -> list[AgentMessage]:
+    """The live history: this worker's copy from the previous turn (``bound``, taken from
+    the session cache) plus the rows appended since (one small query), or a full load when
+    the copy is missing or stale: the transcript was rewritten, or another turn of the
+    session started since (another worker served it; agents/session_cache.py says why the
+    whole copy goes). ``facts``: the session's stamps as the turn's start write read them
+    (None: read them here)."""
     from sessions.models import Message
 
-    bound = BOUND.take(ctx.session.pk)
     if bound is not None:
-        later = Turn.objects.filter(session_id=OuterRef("pk"), id__gt=bound.turn_id,
-                                    started_at__isnull=False).exclude(pk=ctx.turn.pk)
-        stamps = Session.objects.filter(pk=ctx.session.pk).annotate(
-            served=Exists(later)).values_list("transcript_version", "served").first()
-        version, served = stamps if stamps is not None else (None, True)
+        if facts is not None and facts.served_after is not None:
+            version, served = facts.transcript_version, facts.served_after
+        else:
+            later = Turn.objects.filter(session_id=OuterRef("pk"), id__gt=bound.turn_id,
+                                        started_at__isnull=False).exclude(pk=ctx.turn.pk)
+            stamps = Session.objects.filter(pk=ctx.session.pk).annotate(
+                served=Exists(later)).values_list("transcript_version", "served").first()
+            version, served = stamps if stamps is not None else (None, True)
         # Every rewrite of the live transcript (compaction, rewind, edit, prune) bumps
         # transcript_version, and only the lease holder appends rows: the copy plus the
         # rows after it is the live history (a COUNT over every live row was 2-4 ms a turn).
@@ -606,7 +622,11 @@ def _execute(ctx: TurnContext, sink: DbSink, calls: list[ToolCall]):
                 fresh, registry=registry, ctx=tool_ctx,
                 gate=toolbox.policy_gate(ctx, state, registry=registry),
                 should_stop=sink.should_stop, on_calls=on_calls, on_result=on_result,
-                should_steer=sink.steer_pending)
+                should_steer=sink.steer_pending,
+                # A parallel read (session_search, say) on a batch's worker thread opened
+                # that thread's own connection; the thread ends with the batch, and an
+                # unclosed connection held a backend until garbage collection.
+                after_worker_call=connections.close_all)
         except DelegationRequested as exc:
             # The delegate call runs alone in its segment (no path scope, not read-only),
             # so it is the call announced last. Earlier calls' results are in the ledger and

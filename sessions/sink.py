@@ -32,7 +32,7 @@ from sessions.hooks import MONEY
 from sessions.models import Message, RunEvent, Session, ToolResultLedger, Turn, UsageRecord
 from sessions.steer import steers_land, steers_waiting
 from sessions.transcript import _insert, message_row, message_to_agent, message_to_display
-from sessions.writes import Entry, relax_commit, transcript_write
+from sessions.writes import Entry, StartFacts, relax_commit, transcript_write
 
 DELTA_BATCH_SECONDS = 0.05
 """How long text deltas are gathered into one text.delta event (issue 2: about 50 ms); the
@@ -101,6 +101,7 @@ class DbSink:
         """Tool call ids of the replies this sink stored (``fresh_calls``)."""
         self._steer_seen: tuple[bool, float] | None = None
         self._bypass_seen: tuple[bool, float] | None = None
+        self._start_facts: StartFacts | None = None
         """(the session's bypass flag, time.monotonic()) as the last guarded write saw it."""
         """(a correction waited, time.monotonic()) as the last guarded write saw it."""
         self.reservation_open = True
@@ -149,16 +150,21 @@ class DbSink:
             return False
         return all(self._reply_call_ids[cid] == 1 and cid not in seen for cid in call_ids)
 
-    def turn_started(self, payload: dict, message: AgentMessage | None) -> AgentMessage | None:
+    def turn_started(self, payload: dict, message: AgentMessage | None, *,
+                     served_after: int | None = None
+                     ) -> tuple[AgentMessage | None, StartFacts | None]:
         """Announce ``turn.started`` (``payload``) and store the turn's user ``message``
         (None: a resumed turn, whose message is stored) after it, in one write under the
-        lease; returns the stored message. Raises LeaseLost."""
+        lease; returns the stored message and the session's StartFacts as that write read
+        them (``served_after``: the kept copy's turn id, sessions/writes.py; None facts
+        where the write could not read them: the caller queries). Raises LeaseLost."""
         stored = self._write(messages=[(message, "")] if message is not None else [],
-                             head_events=[("turn.started", payload)])
-        return stored[0] if stored else None
+                             head_events=[("turn.started", payload)],
+                             start_facts=(served_after,))
+        return (stored[0] if stored else None), self._start_facts
 
     def _write(self, *, messages=(), events=(), usage=None, guarded: bool = True,
-               relaxed: bool = False, head_events=()):
+               relaxed: bool = False, head_events=(), start_facts=None):
         """One transaction (sessions/writes.py): the buffered text as a text.delta event,
         ``usage`` (from ``_usage``), the messages with their events (tool results carry the
         metadata and the call gathered for them), ``events``; returns the stored messages
@@ -194,7 +200,8 @@ class DbSink:
             turn_id=self.turn.pk, entries=entries, free_events=free, events=list(events),
             columns=self.columns if guarded else None, renew_seconds=renew,
             before_commit=settle, relaxed_commit=relaxed, head_events=list(head_events),
-            usage_row=None if usage is None else usage[0])
+            usage_row=None if usage is None else usage[0], start_facts=start_facts)
+        self._start_facts = written.start  # read by turn_started, right after
         if usage is not None:
             self.reservation_open = True  # the next call's transport says again
         if guarded:

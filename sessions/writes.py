@@ -76,6 +76,23 @@ class Written:
     """Whether a correction (a queued steer turn) waited, as the write saw it (None: not
     read). The sink answers the loop's safe-point questions from these two instead of one
     query each: every safe point follows a write (sessions/sink.py)."""
+    start: StartFacts | None = None
+    """What a turn's start needs to know of the session, read by the same statement
+    (``start_facts``; None: not read, the caller queries)."""
+
+
+@dataclass(frozen=True)
+class StartFacts:
+    """The session as a turn's first write found it, before the write's own rows (one
+    statement sees one snapshot): its ``transcript_version``; ``last_message_at``, the
+    newest message's created_at (None: no message yet), whose age is the idle gap the cache
+    strategy reads; and ``served_after``: whether a turn other than the writing one, newer
+    than the turn id the caller asked about, has started (another worker served the
+    session: the caller's kept copy is stale; None when not asked)."""
+
+    transcript_version: int
+    last_message_at: datetime | None
+    served_after: bool | None
 
 
 def transcript_write(*, session: Session, owner: str | None, turn_id: int | None,
@@ -83,7 +100,8 @@ def transcript_write(*, session: Session, owner: str | None, turn_id: int | None
                      events: list[tuple[str, dict]] = (), columns: dict | None = None,
                      renew_seconds: int | None = None, before_commit=None,
                      relaxed_commit: bool = False,
-                     head_events: list[tuple[str, dict]] = (), usage_row=None) -> Written:
+                     head_events: list[tuple[str, dict]] = (), usage_row=None,
+                     start_facts: tuple[int | None] | None = None) -> Written:
     """Store ``entries`` and ``events`` under ``owner``'s turn lease and ``free_events``
     whatever the lease, in one transaction (see the module docstring).
 
@@ -92,7 +110,10 @@ def transcript_write(*, session: Session, owner: str | None, turn_id: int | None
     ``turn.started`` ahead of its user message). ``columns``: Session field name -> value,
     written with the guarded part.
     ``renew_seconds``: extend the lease to now + that many seconds. ``before_commit``:
-    called with ``lease_ok`` inside the transaction, after the rows. Raises LeaseLost
+    called with ``lease_ok`` inside the transaction, after the rows. ``start_facts``:
+    ``(turn_id_or_None,)`` asks for the session's StartFacts (``served_after`` that turn
+    id) in ``Written.start``; only the one-statement path reads them (else None: the caller
+    queries). Raises LeaseLost
     (after committing the lease-free part), ValueError for an unknown event type,
     Session.DoesNotExist for an unknown session."""
     for type_, _ in (*free_events, *head_events, *events):
@@ -114,7 +135,8 @@ def transcript_write(*, session: Session, owner: str | None, turn_id: int | None
                                  entries=list(entries),
                                  items_before=[*free_events, *head_events],
                                  events=list(events), columns=columns or {},
-                                 renew_seconds=renew_seconds, usage_row=usage_row)
+                                 renew_seconds=renew_seconds, usage_row=usage_row,
+                                 start_facts=start_facts)
         if written is not None:
             for event in written.events:
                 event_publish_on_commit(event)
@@ -283,7 +305,8 @@ def _insert_fields(model):
 def _one_statement(connection, session: Session, *, owner: str, turn_id, now: datetime,
                    entries: list[Entry], items_before: list[tuple[str, dict]],
                    events: list[tuple[str, dict]], columns: dict, renew_seconds,
-                   usage_row) -> Written | None:
+                   usage_row, start_facts: tuple[int | None] | None = None
+                   ) -> Written | None:
     """The guarded write as one data-modifying statement in autocommit (PostgreSQL): the
     session UPDATE that checks and renews the lease, allocates the seqs and returns the
     stop and steer flags; the message rows (ids drawn from their sequence first, so each
@@ -292,7 +315,10 @@ def _one_statement(connection, session: Session, *, owner: str, turn_id, now: da
     five statements and COMMIT (issue 15 target 1: the floor is exactly this shape).
 
     Returns None when the lease is not ``owner``'s: then only ``usage_row`` was stored and
-    the caller writes the lease-free events the usual way."""
+    the caller writes the lease-free events the usual way. ``start_facts``: see
+    transcript_write; the extra reads ride in the final SELECT, which sees the snapshot
+    from before this statement's own inserts (PostgreSQL, "Data-Modifying Statements in
+    WITH"): the newest message is the one before this write's."""
     meta, mmeta, emeta = Session._meta, Message._meta, RunEvent._meta
     n_items = len(items_before) + len(entries) + len(events)
 
@@ -315,7 +341,7 @@ def _one_statement(connection, session: Session, *, owner: str, turn_id, now: da
            f'WHERE "{meta.pk.column}" = %s AND "lease_owner" = %s AND "lease_expires_at" >= %s '
            f'RETURNING "event_seq", "stop_requested", EXISTS (SELECT 1 FROM "{turn_table}" '
            f'WHERE "session_id" = %s AND "kind" = %s AND "status" = %s) AS steer, '
-           f'"bypass_approvals")']
+           f'"bypass_approvals", "transcript_version")']
     params += [session.pk, owner, prep("lease_expires_at", now), session.pk, STEER,
                Turn.Status.QUEUED]
     if entries:
@@ -366,14 +392,28 @@ def _one_statement(connection, session: Session, *, owner: str, turn_id, now: da
                    emeta.get_field("created_at").get_db_prep_save(now, connection),
                    *row_params]  # the SELECT list's placeholders come before the VALUES
     ids_sql = "(SELECT array_agg(id ORDER BY o) FROM ids)" if entries else "NULL"
-    sql.append(f" SELECT s.event_seq, s.stop_requested, s.steer, s.bypass_approvals, {ids_sql} "
-               f"FROM s")
+    facts_sql = ""
+    if start_facts is not None:
+        (after,) = start_facts
+        facts_sql = (f', (SELECT "created_at" FROM "{mmeta.db_table}" WHERE "session_id" = %s '
+                     f'ORDER BY "{mmeta.pk.column}" DESC LIMIT 1), ')
+        params.append(session.pk)
+        if after is None:
+            facts_sql += "NULL"
+        else:
+            facts_sql += (f'EXISTS (SELECT 1 FROM "{turn_table}" WHERE "session_id" = %s AND '
+                          f'"id" > %s AND "started_at" IS NOT NULL AND "id" <> %s)')
+            params += [session.pk, after, turn_id]
+    sql.append(f" SELECT s.event_seq, s.stop_requested, s.steer, s.bypass_approvals, {ids_sql}, "
+               f"s.transcript_version{facts_sql} FROM s")
     with connection.cursor() as cursor:
         cursor.execute("".join(sql), params)
         row = cursor.fetchone()
     if row is None:
         return None
-    last, stop, steer, bypass, ids = row
+    last, stop, steer, bypass, ids, version, *facts = row
+    start = StartFacts(transcript_version=version, last_message_at=facts[0],
+                       served_after=facts[1]) if start_facts is not None else None
     stored = []
     for entry, message_id, display in zip(entries, ids or [], displays):
         entry.row.id = message_id
@@ -386,7 +426,7 @@ def _one_statement(connection, session: Session, *, owner: str, turn_id, now: da
     written = [RunEvent(session_id=session.pk, seq=first + k, type=type_, payload=payload,
                         created_at=now) for k, (type_, payload, _) in enumerate(items)]
     return Written(rows=stored, events=written, stop=bool(stop), steer=bool(steer),
-                   bypass=bool(bypass))
+                   bypass=bool(bypass), start=start)
 
 
 def turn_finish_write(*, session: Session, turn_id: int, status: str, error: str,

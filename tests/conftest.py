@@ -16,12 +16,15 @@ def _no_embedded_cli_worker(settings):
 
 @pytest.fixture(autouse=True)
 def _fresh_process_caches():
-    """Process-level caches of database rows (the rate overrides, accounts/pricing.py) are
-    cleared by signals when a row changes, but a test's rolled-back transaction sends none:
-    each test starts without the previous test's copies."""
+    """Process-level caches of database rows (the rate overrides, accounts/pricing.py; the
+    learned breakpoint limits, sessions/provider_state.py) are cleared by signals when a row
+    changes, but a test's rolled-back transaction sends none: each test starts without the
+    previous test's copies."""
     from accounts.pricing import rate_overrides_clear
+    from sessions.provider_state import BREAKPOINT_LIMITS
 
     rate_overrides_clear()
+    BREAKPOINT_LIMITS.clear()
     yield
 
 

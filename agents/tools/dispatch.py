@@ -175,6 +175,7 @@ def dispatch_tool_calls(
     on_result: Callable[[ToolCall, ToolOutput], None] | None = None,
     should_steer: Callable[[], bool] | None = None,
     on_calls: Callable[[list[ToolCall]], None] | None = None,
+    after_worker_call: Callable[[], None] | None = None,
 ) -> DispatchOutcome:
     """Validate, gate and run ``calls``; see the module docstring and DispatchOutcome.
 
@@ -188,6 +189,10 @@ def dispatch_tool_calls(
     ``should_steer`` is asked on this thread before each segment too (a safe point,
     agents/steer.py): once true, the calls not started are answered ``STEERED_RESULT``
     (metadata {"steered": True}); a running call always finishes.
+    ``after_worker_call()`` runs on a worker thread after each call it ran there: the
+    caller frees what the call may have opened on that thread (its database connection:
+    the thread ends with the batch, and the connection would stay open until garbage
+    collection).
     """
     prepared = [validate_call(call, registry) for call in calls]
     decisions = [None if p.error else gate(p.call) for p in prepared]
@@ -212,7 +217,7 @@ def dispatch_tool_calls(
     segments = plan_segments(facts)
     interrupted = False
     skip: tuple[str, dict[str, bool]] | None = None
-    with _LazyPool() as pool:
+    with _LazyPool(after=after_worker_call) as pool:
         for number, segment in enumerate(segments):
             if should_stop is not None and should_stop():
                 interrupted, skip = True, (INTERRUPTED_ERROR, {"stopped": True})
@@ -273,14 +278,22 @@ class _LazyPool:
     """A ThreadPoolExecutor created on first use; each submission runs in a copy of the
     submitting thread's context (contextvars do not cross threads by themselves)."""
 
-    def __init__(self) -> None:
+    def __init__(self, after: Callable[[], None] | None = None) -> None:
         self._executor: ThreadPoolExecutor | None = None
+        self._after = after
 
     def submit(self, fn: Callable[..., ToolOutput], *args: Any):
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=MAX_WORKERS,
                                                 thread_name_prefix="hermes-tool")
-        return self._executor.submit(contextvars.copy_context().run, fn, *args)
+        return self._executor.submit(contextvars.copy_context().run, self._call, fn, *args)
+
+    def _call(self, fn: Callable[..., ToolOutput], *args: Any) -> ToolOutput:
+        try:
+            return fn(*args)
+        finally:
+            if self._after is not None:
+                self._after()
 
     def __enter__(self) -> _LazyPool:
         return self

@@ -349,6 +349,29 @@ def test_gate_state_carries_team_deny_rules_and_nothing_of_other_users(people, s
     assert state.approved_call_ids == frozenset() and dict(state.denied_call_ids) == {}
 
 
+def test_deny_rules_are_the_owners_teams_and_the_sessions_read_fresh_per_batch(
+        people, session_a, make_user):
+    """One query reads them (accounts/teams.py deny_rules), never a cached copy: a team the
+    owner joins or leaves mid-turn binds at the next batch; another team never leaks in."""
+    from accounts.models import Membership, Team
+
+    session, turn = session_a
+    Team.objects.filter(name="team-a").update(deny_rules=["sudo *"])
+    Team.objects.filter(name="team-b").update(deny_rules=["git push *"])
+    ops = Team.objects.create(name="ops", deny_rules=["sudo *", "rm -rf /srv/*"])
+    assert gate_state(session=session, turn=turn).deny_rules == ("sudo *",)
+    joined = Membership.objects.create(user=people["alice"], team=ops)
+    assert gate_state(session=session, turn=turn).deny_rules == ("sudo *", "rm -rf /srv/*")
+    joined.delete()
+    assert gate_state(session=session, turn=turn).deny_rules == ("sudo *",)
+    # The session's own team applies even to an owner who is not (or no longer) in it.
+    Membership.objects.filter(user=people["alice"]).delete()
+    assert gate_state(session=session, turn=turn).deny_rules == ("sudo *",)
+    Session.objects.filter(pk=session.pk).update(team=None)
+    session.refresh_from_db()
+    assert gate_state(session=session, turn=turn).deny_rules == ()
+
+
 def test_bypass_cannot_be_switched_on_from_the_environment_later(people, session_a, ask,
                                                                  monkeypatch):
     """B32 (a): an agent shell exporting a yolo variable changes nothing; only the audited
