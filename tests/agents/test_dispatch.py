@@ -193,6 +193,32 @@ def test_concurrent_run_executes_in_parallel_with_contextvars(ctx: ToolContext) 
     assert all(thread.startswith("hermes-tool") for _, thread in probe.seen)
 
 
+def test_each_call_on_a_worker_thread_is_followed_by_after_worker_call_there(
+        ctx: ToolContext) -> None:
+    """The runner closes a worker thread's database connection this way (the thread ends
+    with the batch); a failing call is followed too, and the calling thread never is."""
+    probe = Probe(barrier=threading.Barrier(2))
+    failing = Probe(name="failing", scope="y", fail=RuntimeError("no"))
+    plain = Probe(name="plain", scope="z")
+    registry = default_registry()
+    for tool in (probe, failing, plain):
+        registry.register(tool)
+    after: list[str] = []
+    dispatch_tool_calls([call("p1", "probe"), call("p2", "probe")], registry=registry,
+                        ctx=ctx, gate=allow,
+                        after_worker_call=lambda: after.append(threading.current_thread().name))
+    assert len(after) == 2 and all(name.startswith("hermes-tool") for name in after)
+    assert sorted(after) == sorted(thread for _, thread in probe.seen)
+    after.clear()
+    dispatch_tool_calls([call("f1", "failing"), call("f2", "plain")], registry=registry,
+                        ctx=ctx, gate=allow,
+                        after_worker_call=lambda: after.append(threading.current_thread().name))
+    assert len(after) == 2
+    dispatch_tool_calls([call("one", "plain")], registry=registry, ctx=ctx, gate=allow,
+                        after_worker_call=lambda: after.append("calling thread"))
+    assert "calling thread" not in after
+
+
 def test_single_call_runs_on_the_calling_thread(ctx: ToolContext) -> None:
     probe = Probe()
     registry = default_registry()
