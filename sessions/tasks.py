@@ -108,23 +108,55 @@ def turn_runnable(*, session: Session) -> bool:
     return bool(rows)
 
 
+DB_RETRY_SECONDS = (1, 2, 4, 8, 15, 30)
+"""Waits (seconds) before each new delivery of a task that could not reach the database
+at its start; after the last, the recovery beat (``turn_recover_task``, every 60 s) is
+what runs the turn."""
+
+
+def _db_unavailable(session_id: int, attempt: int, owner: str) -> str:
+    """The database refused or dropped the connection before the lease was ours (a restart,
+    "too many clients"): nothing was written, so the turn is simply delivered again a
+    little later. Without this the task ended in an exception, the broker counted it as
+    done, and the turn stayed queued until the recovery beat found it (never, where no
+    beat runs). The next delivery holds the lease as the same ``owner``: if this one's
+    lease UPDATE committed before the connection failed, the lease is re-entered, not
+    waited out."""
+    connection.close()  # the next delivery connects afresh
+    if attempt >= len(DB_RETRY_SECONDS):
+        log.error("session %s: the database is still unavailable; the recovery beat will "
+                  "run the turn", session_id)
+        return "db_unavailable"
+    log.warning("session %s: the database is unavailable; trying again in %s s",
+                session_id, DB_RETRY_SECONDS[attempt], exc_info=True)
+    turn_run_task.apply_async(args=[session_id],
+                              kwargs={"db_attempt": attempt + 1, "owner": owner},
+                              countdown=DB_RETRY_SECONDS[attempt])
+    return "db_unavailable"
+
+
 @shared_task(name="sessions.turn_run_task", acks_late=True, reject_on_worker_lost=True)
-def turn_run_task(session_id: int) -> str:
+def turn_run_task(session_id: int, db_attempt: int = 0, owner: str = "") -> str:
     """Run every runnable turn of a session under its lineage lease. Returns a short status.
 
     Idempotent under redelivery (B39): a second delivery finds the lease held ("busy") or
     the turn done; a delivery after the holder died resumes the turn, and the tool-result
     ledger keeps a side effect from running twice. The lease is renewed by a heartbeat
-    while the turn runs, so a long tool call never loses it."""
-    owner = lease_owner_id()
+    while the turn runs, so a long tool call never loses it. ``db_attempt`` and ``owner``:
+    set on a delivery made because the previous one found the database unavailable
+    (``_db_unavailable``): how many did, and the lease holder name they used."""
+    owner = owner or lease_owner_id()
     seconds = settings.HERMES["LEASE_SECONDS"]
-    if not lease_acquire_id(session_id=session_id, owner=owner, seconds=seconds):
-        # Held by another (the holder re-checks the queue after it releases), or no such
-        # session.
-        return "busy" if Session.objects.filter(pk=session_id).exists() else "no_session"
-    # Read after the lease is ours: no other worker changes the row from here on, so the
-    # first turn needs no re-read (later ones do: their predecessor changed it).
-    session = Session.objects.filter(pk=session_id).first()
+    try:
+        if not lease_acquire_id(session_id=session_id, owner=owner, seconds=seconds):
+            # Held by another (the holder re-checks the queue after it releases), or no
+            # such session.
+            return "busy" if Session.objects.filter(pk=session_id).exists() else "no_session"
+        # Read after the lease is ours: no other worker changes the row from here on, so
+        # the first turn needs no re-read (later ones do: their predecessor changed it).
+        session = Session.objects.filter(pk=session_id).first()
+    except (OperationalError, InterfaceError):
+        return _db_unavailable(session_id, db_attempt, owner)
     if session is None:  # deleted since: its rows, lease included, are gone
         return "no_session"
     ran = 0
@@ -158,7 +190,12 @@ def turn_run_task(session_id: int) -> str:
         return "db_lost"
     # Released first, then re-checked: an input queued while we held the lease is never
     # stranded (its own task found the lease busy and returned).
-    if turn_runnable(session=session):
+    try:
+        runnable = turn_runnable(session=session)
+    except (OperationalError, InterfaceError):
+        runnable = True  # cannot tell: one more delivery finds out (at worst, nothing)
+        connection.close()
+    if runnable:
         turn_run_task.delay(session_id)
     return f"ran {ran}"
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 import time
 
+import psycopg
 import pytest
 from django.db import connection
 
@@ -71,6 +72,45 @@ def test_postgres_terminating_the_workers_connections_mid_turn_resumes_it_whole(
     result = Message.objects.get(session=session, role="tool")
     assert "Error" not in result.content, result.content  # the dropped connection is not
     print(f"\nRECOVERY pg-terminate-backend: {recovery:.1f} s")
+
+
+def test_a_turn_picked_up_while_postgres_refuses_connections_runs_once_it_accepts_them(
+        make_user, simulator, service_env, celery_worker_proc):
+    """The worker cannot connect when the task arrives (what "too many clients" or a
+    restarting server does to it): the task is delivered again a little later instead of
+    ending in an exception that leaves the turn queued with nobody to run it (no beat runs
+    here). ALLOW_CONNECTIONS false refuses every new connection to this test database,
+    superusers' too; this test's own connection is already open."""
+    simulator.state.script = Script(lambda request: Reply(text="done"))
+    user = make_user("ria")
+    session = session_create(user=user)
+    worker = celery_worker_proc("worker-refused")
+    quoted = connection.ops.quote_name(connection.settings_dict["NAME"])
+
+    def allow(flag: bool) -> None:
+        # From the server's maintenance database: a database cannot bar connections to
+        # itself from inside.
+        params = {k: v for k, v in connection.get_connection_params().items()
+                  if k in ("host", "port", "user", "password")}
+        with psycopg.connect(dbname="postgres", autocommit=True, **params) as admin:
+            admin.execute(f"ALTER DATABASE {quoted} WITH ALLOW_CONNECTIONS {str(flag).lower()}")
+
+    try:
+        allow(False)
+        _terminate_other_backends()  # the worker's open connections go too
+        turn = turn_start(session=session, user=user, text="are you there")
+        wait_for(lambda: "database is unavailable" in worker.output(), timeout=60,
+                 what="the worker to find the database unavailable")
+        time.sleep(1.5)
+        assert Turn.objects.get(pk=turn.pk).status == Turn.Status.QUEUED
+    finally:
+        allow(True)
+    wait_for(lambda: Turn.objects.filter(pk=turn.pk, status__in=TERMINAL).exists(),
+             timeout=90, what="the turn to end")
+    turn.refresh_from_db()
+    assert turn.status == Turn.Status.COMPLETED, turn.error
+    _assert_whole(session)
+    assert Message.objects.filter(session=session, role="assistant").count() == 1
 
 
 def test_postgres_terminating_the_workers_connections_mid_stream_never_half_writes(
