@@ -91,6 +91,13 @@ def test_spend_page_for_a_user(people, login):
     assert "Members" not in page  # not a team admin view
 
 
+def test_spend_page_counts_one_call_in_english(people, login):
+    """One priced call is "1 call", never "1 calls" (a fresh user's report)."""
+    usage(people["mia"], usd=D("0.5"))
+    page = login(people["mia"]).get("/spend/").content.decode()
+    assert " · 1 call · " in page and "1 calls" not in page
+
+
 @pytest.mark.parametrize(("start", "end", "error"), [
     ("2026-05-02", "2026-05-01", "before the start"),
     ("2020-01-01", "2026-01-01", "at most 366 days"),
