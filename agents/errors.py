@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from agents.wording import plural
+
 if TYPE_CHECKING:
     from agents.messages import ToolCall
     from agents.transports.errors import ClassifiedError
@@ -27,7 +29,7 @@ class ApprovalRequired(TurnInterrupted):
     task; a resume runs the unanswered calls first."""
 
     def __init__(self, pending: list[tuple[ToolCall, object]]):
-        super().__init__(f"{len(pending)} tool call(s) awaiting approval")
+        super().__init__(f"{plural(len(pending), 'tool call')} awaiting approval")
         self.pending = pending
 
 

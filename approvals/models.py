@@ -99,6 +99,8 @@ class AuditEntry(models.Model):
 
     class Meta:
         ordering = ["-id"]
+        # Django's default plural adds an "s": "audit entrys" in the admin.
+        verbose_name_plural = "audit entries"
 
     def __str__(self) -> str:
         return f"{self.action} by {self.actor_id} at {self.created_at:%Y-%m-%d %H:%M}"

@@ -243,7 +243,9 @@ def event_html(event: dict, *, user=None, user_label: str = "You") -> str | None
     if type in STATUS_EVENTS:
         html = _partial("turn-status", {"status": status_item(type, payload),
                                         "session_id": event.get("session_id")})
-        if type == "turn.queued":
+        # A resumed turn (a budget stop's Resume) already shows its message: no bubble, or
+        # an empty one would wait for a user message that is never stored again.
+        if type == "turn.queued" and not payload.get("resumed"):
             html += _partial("queued-input", {"turn_id": payload.get("turn_id"),
                                               "text": payload.get("text", "")})
         if type in ("turn.finished", "budget.exceeded"):

@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from agents.wording import plural
+
 SUMMARY_CHARS = 120
 """Longest card summary (chars); longer ones end with an ellipsis."""
 FINISHED_STATUSES = frozenset({"done", "error", "failed", "stopped", "cancelled", "denied",
@@ -35,10 +37,6 @@ def call_arguments(arguments: Any) -> dict | None:
         except ValueError:
             return None
     return arguments if isinstance(arguments, dict) else None
-
-
-def _plural(count: int, word: str, plural: str | None = None) -> str:
-    return f"{count:,} {word if count == 1 else (plural or word + 's')}"
 
 
 def _text(value: Any) -> str:
@@ -64,14 +62,14 @@ def _read_file(args: dict, meta: dict) -> str:
     elif isinstance(offset, int):
         text += f" from line {offset:,}"
     total = _count(meta, "total_lines")
-    return text + (f" ({_plural(total, 'line')})" if total is not None else "")
+    return text + (f" ({plural(total, 'line')})" if total is not None else "")
 
 
 def _write_file(args: dict, meta: dict) -> str:
     verb = {True: "create", False: "overwrite"}.get(meta.get("created"), "write")
     text = f"{verb} {_text(args.get('path', '?'))}"
     lines = _count(meta, "lines")
-    return text + (f": {_plural(lines, 'line')}" if lines is not None else "")
+    return text + (f": {plural(lines, 'line')}" if lines is not None else "")
 
 
 def _patch(args: dict, meta: dict) -> str:
@@ -83,7 +81,7 @@ def _patch(args: dict, meta: dict) -> str:
     else:
         target = _text(args.get("path", "?"))
     replacements = _count(meta, "replacements")
-    return f"patch {target}" + (f": {_plural(replacements, 'replacement')}"
+    return f"patch {target}" + (f": {plural(replacements, 'replacement')}"
                                 if replacements is not None else "")
 
 
@@ -93,7 +91,7 @@ def _search_files(args: dict, meta: dict) -> str:
         text += f" ({_text(args['glob'])})"
     hits = _count(meta, "hits")
     if hits is not None:
-        text += f": {_plural(hits, 'match', 'matches')}{'+' if meta.get('truncated') else ''}"
+        text += f": {plural(hits, 'match', 'matches')}{'+' if meta.get('truncated') else ''}"
     return text
 
 

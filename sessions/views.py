@@ -20,6 +20,7 @@ from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect, reswap, retarget
 
+from agents.wording import plural
 from sessions.delegation import child_cards, children_cost
 from sessions.events import event_to_dict
 from sessions.forms import MessageForm, RenameForm, SearchForm
@@ -403,7 +404,7 @@ def session_rewind_view(request: HttpRequest, session_id: int) -> HttpResponse:
         session=session, message_id=None if raw is None else message_id_parse(raw)), "")
     if count is not None:
         what = "the last exchange" if raw is None else "that message and what followed it"
-        messages.success(request, f"Took back {what} ({count} messages).")
+        messages.success(request, f"Took back {what} ({plural(count, 'message')}).")
     return _back(request, session.pk)
 
 

@@ -170,7 +170,8 @@ def _summary(exchange: ToolExchange) -> str:
     if exchange.name == "read_file":
         lines = [re.sub(r"^\s*\d+\s*[\t|:→]\s?", "", line) for line in output.splitlines()]
         first = next((line for line in lines if line.strip()), "")
-        return (f"- {exchange.input.get('path', 'the file')} has {len(lines)} lines; the first "
+        count = f"{len(lines)} line{'' if len(lines) == 1 else 's'}"  # never "1 lines"
+        return (f"- {exchange.input.get('path', 'the file')} has {count}; the first "
                 f"is: {first.strip()[:160]}")
     first = next((line for line in output.splitlines() if line.strip()), "(no output)")
     return f"- {exchange.name}: {first.strip()[:200]}"

@@ -175,6 +175,14 @@
     if (frame.type === "tool.result" || frame.type === "workspace.changed") signal("hermes:workspace");
     if (frame.type === "compaction" || frame.type === "prune") signal("hermes:turn-ended");
     if (frame.type === "turn.started") turnStartedAt = Date.now();
+    /* A queued bubble goes when its turn stores the user message (above). A /compact or
+       /prune turn stores none, and a turn stopped before it ran never will: once the turn
+       starts as such a command, or ends, nothing is queued any more (a reload shows the same). */
+    if ((frame.type === "turn.started" && payload.command) ||
+        /^turn\.(finished|failed|cancelled)$/.test(frame.type)) {
+      var pending = payload.turn_id && document.getElementById("queued-" + payload.turn_id);
+      if (pending) pending.remove();
+    }
     if (frame.type === "turn.awaiting_approval") {
       attention("An approval is waiting", "A tool call in “" + document.getElementById("session-title").textContent + "” needs your decision.");
     }

@@ -38,6 +38,10 @@
     status.className = "child-status tool-status status-" + child.status;
     el.querySelector(".child-iterations").textContent = String(child.iterations);
     el.querySelector(".child-tokens").textContent = Number(child.tokens).toLocaleString();
+    // the nouns follow the counts: a child that answers in one model call is "1 iteration"
+    el.querySelector(".child-iterations-unit").textContent =
+      child.iterations === 1 ? "iteration" : "iterations";
+    el.querySelector(".child-tokens-unit").textContent = child.tokens === 1 ? "token" : "tokens";
     el.querySelector(".child-cost").textContent = usd(child.cost_usd);
     el.querySelector(".child-link").href = child.url;
   }

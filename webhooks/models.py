@@ -74,6 +74,8 @@ class WebhookDelivery(models.Model):
                 condition=models.Q(outcome="accepted") & ~models.Q(replay_key=""),
                 name="uniq_accepted_replay_key")]
         indexes = [models.Index(fields=["webhook", "-id"])]
+        # Django's default plural adds an "s": "webhook deliverys" in the admin.
+        verbose_name_plural = "webhook deliveries"
 
     def __str__(self) -> str:
         return f"delivery {self.delivery_id} ({self.outcome})"

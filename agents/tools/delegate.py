@@ -34,6 +34,7 @@ from agents.messages import Message, ToolSpec
 from agents.context.tokens import estimate_text_tokens
 from agents.tools import NoPathArguments, PathScope, ToolContext, ToolOutput
 from agents.tools.spill import CHARS_PER_TOKEN, SpillLimits, spill_message
+from agents.wording import plural
 
 DELEGATE_TOOL = "delegate"
 
@@ -289,8 +290,8 @@ def delegate_result(outcomes: Sequence[ChildOutcome], *, ctx: ToolContext,
     ``ctx.spill_dir`` through the Workspace and replaced by a spill block whose preview
     fits the budget (a failed write truncates inline with a note; spill.py)."""
     total = len(outcomes)
-    sections = [f"{total} child agent(s) ended. Summaries are the children's own reports, "
-                "not verified facts."]
+    sections = [f"{plural(total, 'child agent')} ended. Summaries are the children's own "
+                "reports, not verified facts."]
     for outcome in outcomes:
         body = _outcome_text(outcome)
         if estimate_text_tokens(body) > outcome.summary_budget:

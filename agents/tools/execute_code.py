@@ -37,6 +37,7 @@ from agents.tools import (CURRENT_CALL_SANCTIONED, NoPathArguments, PathScope, T
                           ToolOutput)
 from agents.tools.steering import run_guarded, steering_notice
 from agents.tools.workspace import Workspace
+from agents.wording import plural
 
 DEFAULT_TIMEOUT = 60
 MAX_TIMEOUT = 300
@@ -256,7 +257,7 @@ class ExecuteCode(NoPathArguments):
                          "above is what it printed before]")
         if result.interrupted:
             lines.append("[stopped by the user; the script was killed]")
-        lines.append(f"[exit code {result.exit_code}; {server.calls} tool call(s)]")
+        lines.append(f"[exit code {result.exit_code}; {plural(server.calls, 'tool call')}]")
         if undone:
             lines.append(steering_notice(undone))
         return ToolOutput(text="\n".join(lines), is_error=result.timed_out or result.interrupted,

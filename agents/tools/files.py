@@ -19,6 +19,7 @@ from agents.errors import ToolError
 from agents.messages import ToolSpec
 from agents.tools import Access, PathScope, ToolContext, ToolOutput
 from agents.tools.workspace import Workspace
+from agents.wording import plural
 
 READ_DEFAULT_LIMIT = 500
 """Lines per read_file call when the model gives no limit."""
@@ -133,7 +134,8 @@ class ReadFile:
         if total == 0:
             return ToolOutput(text=f"[{shown} is empty: 0 lines]")
         if offset > total:
-            raise ToolError(f"offset {offset} is past the end of '{shown}' ({total} lines)")
+            raise ToolError(f"offset {offset} is past the end of '{shown}' "
+                            f"({plural(total, 'line')})")
         if last_shown < total:
             out.append(f"[showing lines {offset}-{last_shown} of {total} in {shown}; "
                        f"continue with read_file(path=\"{shown}\", offset={last_shown + 1})]")
@@ -185,7 +187,8 @@ class WriteFile:
         existed = ws.write_bytes(path, data)
         lines = content.count("\n") + (1 if content and not content.endswith("\n") else 0)
         verb = "replaced" if existed else "created"
-        return ToolOutput(text=f"{verb} {shown} ({len(content)} chars, {lines} lines)",
+        return ToolOutput(text=f"{verb} {shown} ({plural(len(content), 'char')}, "
+                               f"{plural(lines, 'line')})",
                           metadata={"created": not existed, "chars": len(content),
                                     "lines": lines})
 
@@ -278,8 +281,8 @@ class Patch:
             updated[real] = updated[real].replace(old, new)
             counts[real] = counts.get(real, 0) + found
         self._write_all(ws, updated, originals)
-        lines = [f"patched {ws.display(p)} ({n} replacement"
-                 f"{'s' if n != 1 else ''})" for p, n in counts.items()]
+        lines = [f"patched {ws.display(p)} ({plural(n, 'replacement')})"
+                 for p, n in counts.items()]
         return ToolOutput(text="\n".join(lines),
                           metadata={"replacements": sum(counts.values()), "files": len(counts)})
 

@@ -24,6 +24,7 @@ from agents.messages import Message
 from agents.tools import ToolContext
 from agents.tools.files import READ_MAX_LINE_CHARS
 from agents.tools.workspace import Workspace, display_path
+from agents.wording import plural
 
 PER_RESULT_CHARS = 100_000
 PER_TURN_CHARS = 200_000
@@ -116,7 +117,7 @@ def spill_block(text: str, shown: str, preview_chars: int = PREVIEW_CHARS) -> st
     parts = [
         "<persisted-output>",
         f"This tool result was too large for the conversation ({len(text):,} chars, "
-        f"{lines:,} lines). Nothing was lost: the full output is saved at {shown}.",
+        f"{plural(lines, 'line')}). Nothing was lost: the full output is saved at {shown}.",
         f"Page it with read_file(path=\"{shown}\", offset=<first line, 1-based>, limit=<lines>)"
         f" or search it with search_files(pattern=..., path=\"{shown}\").",
     ]

@@ -91,6 +91,13 @@ def test_spend_page_for_a_user(people, login):
     assert "Members" not in page  # not a team admin view
 
 
+def test_spend_page_counts_one_call_in_english(people, login):
+    """One priced call is "1 call", never "1 calls" (a fresh user's report)."""
+    usage(people["mia"], usd=D("0.5"))
+    page = login(people["mia"]).get("/spend/").content.decode()
+    assert " · 1 call · " in page and "1 calls" not in page
+
+
 @pytest.mark.parametrize(("start", "end", "error"), [
     ("2026-05-02", "2026-05-01", "before the start"),
     ("2020-01-01", "2026-01-01", "at most 366 days"),
@@ -178,10 +185,16 @@ def test_a_budget_stopped_turn_shows_resume_and_resumes(people, login):
     page = client.get(f"/sessions/{session.pk}/").content.decode()
     assert "team budget of $0.50/day reached" in page and 'id="budget-resume"' in page
     budget_set(actor=boss, scope="team", team=team, period="day", limit="10")
+    before = client.get(f"/sessions/{session.pk}/events/").json()["last_seq"]
     assert client.post(f"/sessions/{session.pk}/resume-budget/").status_code == 302
     turn_run_task.apply(args=[session.pk])
     turn.refresh_from_db()
     assert turn.status == Turn.Status.COMPLETED
+    # The resumed turn's message is already on the page: its frames (as the socket sends
+    # them) add no queued bubble, which nothing would ever replace (a user's finding).
+    frames = client.get(f"/sessions/{session.pk}/events/?after={before}").json()["events"]
+    assert [f for f in frames if f["type"] == "turn.queued"]
+    assert not any("queued-input" in (f.get("html") or "") for f in frames)
     # someone else cannot resume it
     assert login(people["zed"]).post(f"/sessions/{session.pk}/resume-budget/").status_code == 404
 

@@ -42,6 +42,24 @@ def test_long_listing_counts_entries_and_says_dot_entries_are_apart() -> None:
     assert "entries" not in text
 
 
+def _after_read(output: str) -> dict:
+    """An Anthropic body: the user asked, the model read README.md, the result came back."""
+    return {"model": MODEL, "max_tokens": 256, "tools": TOOLS, "messages": [
+        {"role": "user", "content": "read README.md"},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "toolu_1", "name": "read_file",
+             "input": {"path": "README.md"}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": output}]}]}
+
+
+def test_read_summary_counts_lines_in_english() -> None:
+    """A one-line README is "1 line", never "1 lines" (a fresh user's report)."""
+    assert "README.md has 1 line; the first is: # Demo" in _reply(_after_read("     1\t# Demo"))
+    two = _reply(_after_read("     1\t# Demo\n     2\tmore"))
+    assert "README.md has 2 lines;" in two
+
+
 def test_long_listing_of_25_lines_counts_every_entry() -> None:
     names = [f"file{i:02}.txt" for i in range(20)] + ["src", "docs", "link"]
     rows = ["total 96", "drwxr-xr-x 5 u u 4096 Nov 30 04:10 .",

@@ -119,3 +119,9 @@ def test_unwritable_spill_dir_truncates_inline_with_a_note(tmp_path: Path) -> No
 def test_block_mentions_long_lines() -> None:
     assert "cut by read_file" in spill_block("w" * 5_000, "s.txt")
     assert "cut by read_file" not in spill_block("w\n" * 5_000, "s.txt")
+
+
+def test_a_one_line_spill_says_one_line() -> None:
+    """A minified file is one huge line: "1 line", never "1 lines"."""
+    block = spill_block("x" * 80_000, ".hermes/spill/t.txt")
+    assert "(80,000 chars, 1 line)" in block

@@ -113,6 +113,16 @@ def test_write_file_creates_parents_and_reports(ctx: ToolContext) -> None:
     assert (ctx.workspace / "deep/er/new.txt").read_text() == "c"
 
 
+def test_counts_of_one_are_singular(ctx: ToolContext) -> None:
+    """The tool card shows this text: "1 line", never "1 lines" (a fresh user's report)."""
+    out = WriteFile().run({"path": "one.txt", "content": "c"}, ctx)
+    assert out.text == "created one.txt (1 char, 1 line)"
+    out = WriteFile().run({"path": "one.txt", "content": "hello\n"}, ctx)
+    assert out.text == "replaced one.txt (6 chars, 1 line)"
+    with pytest.raises(ToolError, match=r"past the end of 'one.txt' \(1 line\)$"):
+        ReadFile().run({"path": "one.txt", "offset": 3}, ctx)
+
+
 @pytest.mark.parametrize("path", ["../evil.txt", "/etc/evil.txt", "link/evil.txt"])
 def test_write_outside_is_refused_and_nothing_is_written(ctx: ToolContext, tmp_path: Path,
                                                         path: str) -> None:

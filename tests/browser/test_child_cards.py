@@ -20,7 +20,7 @@ def script_delegation(sim_url: str) -> None:
     summary = " ".join(f"part{n}" for n in range(40))
     rules = [*({"user": f"Goal:\\n{goal}\\n", "text": f"SUMMARY {goal}: {summary}",
                 "token_delay": 0.07} for goal in GOALS),
-             {"tool_result": "child agent\\(s\\) ended", "text": "PARENT FINAL: all three done."},
+             {"tool_result": "child agents? ended", "text": "PARENT FINAL: all three done."},
              {"user": "^delegate", "text": "Delegating.", "tool_calls": [
                  {"name": "delegate", "input": {"tasks": [{"goal": g} for g in GOALS]}}]}]
     httpx.post(f"{sim_url}/_sim/script", json={"rules": rules}, timeout=10).raise_for_status()
@@ -48,6 +48,9 @@ def test_three_child_cards_update_live_and_link_to_read_only_transcripts(server,
     assert seen & {"queued", "running"}, seen  # seen before they ended: live, not a reload
     iterations = page.locator(".child-card .child-iterations").all_inner_texts()
     assert iterations == ["1", "1", "1"]
+    # the noun follows the count: "1 iteration", never "1 iterations"
+    metas = page.locator(".child-card .child-card-meta").all_inner_texts()
+    assert all(" ".join(m.split()).startswith("1 iteration · ") for m in metas), metas
     tokens = [int(t.replace(",", "")) for t in
               page.locator(".child-card .child-tokens").all_inner_texts()]
     assert all(t > 0 for t in tokens)

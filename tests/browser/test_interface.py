@@ -207,10 +207,18 @@ def test_gauge_breakdown_compact_now_and_model_switch(server, browser):
     shot(page, "gauge-open")
     # "Compact now" queues a /compact turn (this short session has nothing to reduce; the
     # reductions list is checked in tests/ui/test_files_gauge.py).
+    page.evaluate("""() => { window.__queued = [];
+        new MutationObserver((records) => records.forEach((r) => r.addedNodes.forEach((n) => {
+            if (n.classList && n.classList.contains('queued-input'))
+                window.__queued.push(n.textContent); }))
+        ).observe(document.getElementById('transcript'), {childList: true}); }""")
     page.click("#compact-now")
-    page.wait_for_selector("#turn-status[data-state=queued], #turn-status[data-state=running]",
-                           timeout=WAIT)
+    page.wait_for_function("() => window.__queued.some((t) => t.includes('/compact'))",
+                           timeout=WAIT)  # shown while queued (it may run at once)
     page.wait_for_selector("#turn-status[data-state=idle]", timeout=WAIT)
+    # Processed, the command's queued bubble goes, as a message's does (a user's finding:
+    # "queued /compact" stayed in the transcript until a reload).
+    page.wait_for_selector("#transcript .queued-input", state="detached", timeout=5_000)
 
     page.click("#model-picker > summary")
     page.select_option("#model-choice", "simulator-openai|hermes-simulator")

@@ -8,7 +8,9 @@ chromium via Playwright against daphne in embedded mode; nothing is downloaded):
   after a reload, while a zero exit stays "done";
 - deciding on the review queue page updates the count, moves the card to Recent decisions
   and the header badge, without a reload;
-- every page declares an icon, so the browser never asks for /favicon.ico.
+- every page declares an icon, so the browser never asks for /favicon.ico;
+- Stop (a running slow demo) and Resume (a budget stop with a long reason) stay one line
+  tall at 375 px and 1280 px: the status text wraps, never the button's label.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ pytestmark = pytest.mark.browser
 
 LONG_TITLE = ("Investigate why the nightly export of customer invoices to the accounting "
               "warehouse keeps timing out after the schema migration")
+BUDGET_REASON = ("the team's daily budget of $0.05 is used up ($0.06 spent today); "
+                 "a team admin can raise it on the team's page")
 SETUP = f"""
 from django.core.management import call_command
 call_command("migrate", interactive=False, verbosity=0)
@@ -47,6 +51,9 @@ for n, command in enumerate(("rm -rf ./build", "rm -rf ./dist")):
                            arguments=json.dumps({{"command": command}})),
                   Decision(verdict="ask", rule="dangerous", reason="deletes a directory tree",
                            risk_class="destructive", normalized=command))])
+blocked = session_create(user=demo, title="Budget stop")
+Turn.objects.create(session=blocked, input_text="summarise the logs",
+                    status=Turn.Status.BUDGET_BLOCKED, error={BUDGET_REASON!r})
 """
 WAIT_MS = 30_000
 
@@ -101,6 +108,56 @@ def test_chat_header_keeps_actions_on_one_line_at_the_right(server, browser, nam
     if name == "phone":
         assert b["title"]["height"] > 2 * b["line"]
     context.close()
+
+
+BUTTON_BOX = """(b) => { const r = b.getBoundingClientRect(), s = getComputedStyle(b);
+    const px = (v) => parseFloat(v) || 0;
+    const line = px(s.lineHeight) || 1.5 * px(s.fontSize);
+    const oneLine = line + px(s.paddingTop) + px(s.paddingBottom) + px(s.borderTopWidth)
+                    + px(s.borderBottomWidth);
+    return {height: r.height, oneLine: Math.max(oneLine, px(s.minHeight)), left: r.left,
+            right: r.right, text: b.textContent.trim(),
+            scrollX: document.documentElement.scrollWidth - window.innerWidth}; }"""
+
+
+def assert_one_line(page, selector: str) -> None:
+    """The button is exactly one line tall (a label broken letter by letter is a column of
+    letters: several lines) and fits in the viewport without a horizontal scroll."""
+    box = page.locator(selector).evaluate(BUTTON_BOX)
+    assert abs(box["height"] - box["oneLine"]) < 1, box
+    assert 0 <= box["left"] and box["right"] <= page.viewport_size["width"], box
+    assert box["scrollX"] <= 0, box
+
+
+@pytest.mark.parametrize("name, viewport", [
+    ("phone", {"width": 375, "height": 812}), ("desktop", {"width": 1280, "height": 800})])
+def test_stop_and_resume_labels_never_break_inside_the_word(server, browser, name, viewport):
+    """A user's finding: next to a long status line (the running turn's steer hint, a
+    budget's reason) Stop and Resume shrank until their label broke letter by letter. The
+    status text wraps instead; the buttons stay one line, at 375 px and at 1280 px."""
+    url, _sim, password = server
+    context, page = logged_in(browser, url, "demo", password, viewport=viewport)
+    page.set_default_timeout(WAIT_MS)
+    try:
+        page.goto(url + "/")
+        page.click("#session-rows >> text=Budget stop")
+        page.wait_for_selector("#budget-resume")
+        assert BUDGET_REASON in page.inner_text("#turn-status")
+        assert_one_line(page, "#budget-resume")
+        shot(page, f"budget-resume-{name}")
+
+        page.click("#header-new-session")
+        page.wait_for_selector("#composer-text")
+        page.fill("#composer-text", "slow demo")
+        page.press("#composer-text", "Enter")
+        page.wait_for_selector(".tool-card[data-status=running]")
+        assert page.locator("#turn-status .steer-hint").is_visible()
+        assert_one_line(page, "#stop-button")
+        shot(page, f"stop-{name}")
+        page.click("#stop-button")
+        page.wait_for_selector("#turn-status[data-state=idle], #turn-status[data-state=cancelled]")
+    finally:
+        context.close()
 
 
 def test_non_zero_exit_shows_attention_state_live_and_after_reload(server, browser):

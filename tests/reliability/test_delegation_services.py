@@ -75,7 +75,7 @@ def test_a_batch_of_three_children_runs_concurrently_on_workers(
     for goal in goals:
         assert f"SUMMARY[{goal}]" in result.content and f"{goal}-done" in result.content
     final = Message.objects.filter(session=parent, role="assistant").last().content
-    assert final.startswith("PARENT GOT: 3 child agent(s) ended")
+    assert final.startswith("PARENT GOT: 3 child agents ended")
 
 
 def test_sigkill_mid_child_the_child_finishes_on_another_worker(

@@ -72,3 +72,24 @@ def test_admin_redirects_non_staff_to_admin_login(make_user, login, chat):
         response = client.get(reverse(f"admin:agent_sessions_{model}_changelist"))
         assert response.status_code == 302
         assert response["Location"].startswith(reverse("admin:login"))
+
+
+def test_admin_index_shows_english_plurals(make_user, login, django_user_model):
+    """Django's default plural adds an "s" ("Audit entrys", "Webhook deliverys"); the index
+    must list every model of the apps under its real plural."""
+    import re
+
+    from django.contrib import admin
+
+    root = make_user("root", staff=True)
+    django_user_model.objects.filter(pk=root.pk).update(is_superuser=True)
+    html = login(root).get(reverse("admin:index")).content.decode()
+    assert "Audit entries" in html and "Webhook deliveries" in html
+    assert "entrys" not in html.lower() and "deliverys" not in html.lower()
+    ours = ("accounts", "approvals", "agent_sessions", "schedules", "webhooks")
+    for model in admin.site._registry:
+        plural = str(model._meta.verbose_name_plural)
+        if model._meta.app_label in ours:
+            # a consonant before "ys" is the default plural of a "-y" noun
+            assert not re.search(r"[^aeiou]ys$", plural), model._meta.label
+            assert plural[:1].upper() + plural[1:] in html, plural

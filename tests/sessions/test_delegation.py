@@ -102,7 +102,7 @@ def test_batch_of_three_children_results_land_in_the_parent(alice, simulator):
         assert f"SUMMARY[{goal}]" in result.content
     assert "not verified" in result.content
     final = Message.objects.filter(session=parent, role="assistant").last()
-    assert final.content.startswith("PARENT GOT: 3 child agent(s) ended")
+    assert final.content.startswith("PARENT GOT: 3 child agents ended")
     # The parent never sees a child's transcript: its requests hold no child prompt.
     parent_bodies = [json.dumps(r.body) for r in simulator.state.requests
                      if "delegate three tasks" in json.dumps(r.body["messages"][0])]

@@ -83,7 +83,7 @@ def test_one_script_batches_many_file_operations_through_the_gate(alice, script,
     assert "no terminal: 'terminal' cannot be called from execute_code" in result.content
     # session_search reads the database on the tool's own thread (its connection).
     assert "recall:" in result.content and "«kestrel» cluster" in result.content
-    assert "[exit code 0; 10 tool call(s)]" in result.content
+    assert "[exit code 0; 10 tool calls]" in result.content
     # The script and its socket are gone; the helper module stays for the next call.
     code_dir = workspace_path(session.session) / ".hermes" / "code"
     assert sorted(p.name for p in code_dir.iterdir()) == ["hermes_tools.py"]
@@ -101,7 +101,7 @@ def test_execute_code_iterations_are_refunded_and_turn_iterations_shows_it(
     assert finished["status"] == "completed"
     assert finished["iterations"] == 4 and finished["free_iterations"] == 3
     assert turn.iterations == 1  # only the answering iteration was charged
-    assert session.final_text() == "Result: step\n[exit code 0; 0 tool call(s)]"
+    assert session.final_text() == "Result: step\n[exit code 0; 0 tool calls]"
 
 
 def test_the_same_steps_through_terminal_exhaust_the_budget(alice, script, chat,

@@ -258,3 +258,14 @@ def test_a_bad_message_id_on_fork_edit_or_rewind_says_why_and_changes_nothing(
                                          {"message_id": first_user.pk}, **headers))
     assert flashes == [f"Took back that message and what followed it ({len(rows)} messages)."]
     assert live(session) == []
+
+
+def test_rewinding_one_message_says_one_message(alice, client):
+    """A user message left without a reply is taken back alone: "(1 message)", never
+    "(1 messages)" (a fresh user's report)."""
+    client.force_login(alice, backend="django.contrib.auth.backends.ModelBackend")
+    session = session_create(user=alice)
+    Message.objects.create(session=session, role="user", content="unanswered")
+    flashes = _flash(client, client.post(reverse("session_rewind", args=[session.pk])))
+    assert flashes == ["Took back the last exchange (1 message)."]
+    assert live(session) == []
