@@ -10,11 +10,11 @@ key at once escalate it once each, never lose a strike.
 from __future__ import annotations
 
 import threading
-from datetime import timedelta
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
 
 from cachetools import TTLCache
-
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from agents.transports.failover import cooldown_seconds
@@ -29,8 +29,21 @@ class DbCooldowns:
         return row.until.timestamp() if row else None
 
     def known(self, scopes: list[str]) -> dict[str, float]:
-        return {scope: until.timestamp() for scope, until in
-                ProviderCooldown.objects.filter(scope__in=scopes).values_list("scope", "until")}
+        """{scope: until (epoch seconds)} of the rows for ``scopes``, past ones included
+        (the failover resets the strikes of a scope that serves again). Asked before every
+        provider request, so plain SQL: the ORM's build of this query cost ~0.8 ms more
+        than its round trip (issue 15 target 1)."""
+        if not scopes:
+            return {}
+        meta = ProviderCooldown._meta
+        column = {f.name: f.column for f in meta.concrete_fields}
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f'SELECT "{column["scope"]}", "{column["until"]}" FROM "{meta.db_table}" '
+                f'WHERE "{column["scope"]}" IN ({", ".join(["%s"] * len(scopes))})',
+                list(scopes))
+            rows = cursor.fetchall()
+        return {scope: _epoch(until) for scope, until in rows}
 
     def strike(self, scope: str, *, base: float, reason: str) -> float:
         with transaction.atomic():
@@ -44,6 +57,16 @@ class DbCooldowns:
 
     def clear(self, scope: str) -> None:
         ProviderCooldown.objects.filter(scope=scope).delete()
+
+
+def _epoch(value) -> float:
+    """A DateTimeField value from a plain cursor as epoch seconds: PostgreSQL returns an
+    aware datetime, SQLite the stored text (UTC, as Django writes it with USE_TZ)."""
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=dt_timezone.utc)
+    return value.timestamp()
 
 
 def cooldowns_active() -> list[ProviderCooldown]:
