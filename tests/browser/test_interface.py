@@ -219,6 +219,17 @@ def test_gauge_breakdown_compact_now_and_model_switch(server, browser):
     # Processed, the command's queued bubble goes, as a message's does (a user's finding:
     # "queued /compact" stayed in the transcript until a reload).
     page.wait_for_selector("#transcript .queued-input", state="detached", timeout=5_000)
+    # Its outcome is said, live and after a reload; no "0 tokens in … 0 out ·" line for a
+    # command that called no model (a user's finding).
+    page.wait_for_selector("#transcript .notice >> text=/compact: nothing to reduce.",
+                           timeout=WAIT)
+    for _ in range(2):
+        transcript = page.inner_text("#transcript")
+        assert transcript.count("/compact: nothing to reduce.") == 1, transcript
+        assert "\n0 tokens in" not in transcript and " out ·\n" not in transcript
+        assert page.locator("#transcript .usage").count() == 1  # the first question's
+        page.reload()
+        page.wait_for_selector("#transcript .notice >> text=/compact: nothing to reduce.")
 
     page.click("#model-picker > summary")
     page.select_option("#model-choice", "simulator-openai|hermes-simulator")
