@@ -37,11 +37,10 @@ from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 
 from agents.errors import ToolError
+from agents.tools.refusals import LINK_REFUSAL, dir_refusal
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-LINK_REFUSAL = ("is or goes through a symbolic link; tools do not follow links, which may "
-                "point outside the session workspace")
 
 
 class MissingPath(ToolError):
@@ -155,34 +154,13 @@ class Workspace:
             return fd
         except OSError as exc:
             try:
-                refusal = self._refusal(exc, shown, fd, parts[:depth])
+                refusal = dir_refusal(exc, shown, fd, parts[:depth], self.label)
             finally:
                 os.close(fd)
             raise refusal from None
         except BaseException:
             os.close(fd)
             raise
-
-    def _refusal(self, exc: OSError, shown: str, parent_fd: int,
-                 parts: tuple[str, ...]) -> ToolError:
-        """Why the directory ``parts`` (its last component under ``parent_fd``) would not
-        open, as one sentence: the kernel says ELOOP/ENOTDIR for both a link and a file, so
-        the component is looked at (without following it) to tell which."""
-        if exc.errno not in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
-            return ToolError(f"cannot open '{shown}': {exc.strerror}")
-        component = "/".join(parts)
-        try:
-            mode = os.stat(parts[-1], dir_fd=parent_fd, follow_symlinks=False).st_mode
-        except OSError:
-            mode = None
-        if mode is not None and stat.S_ISLNK(mode):
-            where = (f"'{shown}' is a symbolic link" if component == shown.strip("/")
-                     else f"'{shown}' goes through a symbolic link ('{component}')")
-            return ToolError(f"path {where}; tools do not follow links, which may point "
-                             f"outside the {self.label}.")
-        if mode is not None:
-            return ToolError(f"path '{shown}': '{component}' is a file, not a directory.")
-        return ToolError(f"path '{shown}' {LINK_REFUSAL}, or is not a directory.")
 
     def open_dir(self, path: str | os.PathLike[str], *, create: bool = False) -> int:
         """A directory fd for ``path`` (O_CLOEXEC; the caller closes it). ``create`` makes
