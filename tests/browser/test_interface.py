@@ -263,6 +263,18 @@ def test_workspace_panel_tree_preview_upload_and_tool_writes(server, browser, tm
     page.set_input_files("#upload-file", str(big))
     page.click(".upload-form button")
     page.wait_for_selector("#files-error >> text=the upload limit is 2,000 bytes")
+    # A name with folders is saved under its last part, and the panel says so (a user's
+    # finding: "../../escape.txt" became "escape.txt" silently). The response is read, as
+    # the workspace.changed refresh may redraw the panel without the notice at any moment.
+    page.wait_for_load_state("networkidle")
+    page.set_input_files("#upload-file", files=[{"name": "../../escape.txt",
+                                                 "mimeType": "text/plain", "buffer": b"x"}])
+    with page.expect_response(lambda r: r.request.method == "POST"
+                              and "/files/upload" in r.url) as posted:
+        page.click(".upload-form button")
+    assert ("“../../escape.txt” was saved as escape.txt: uploads go to the workspace root"
+            in posted.value.text()), posted.value.text()
+    page.wait_for_selector(".file-tree >> text=escape.txt")
     # A tool writes a file: the panel refreshes by itself.
     send(page, "make notes")
     page.wait_for_selector(".file-tree >> text=notes.md", timeout=WAIT)

@@ -85,6 +85,26 @@ def test_download_through_a_link_or_a_file_says_which_in_one_sentence(alice, cli
     assert plain == "path 'README.md/inner.txt': 'README.md' is a file, not a directory.", plain
 
 
+def test_upload_saved_under_another_name_says_so(alice, client_for):
+    """A user's finding: "../../escape.txt" was saved as "escape.txt" without a word. The
+    form sends the browser's name for the file (static/app.js fills "name"); a name the
+    server trims itself is reported without it."""
+    session = session_create(user=alice)
+    client = client_for(alice)
+    url = reverse("file_upload", args=[session.pk])
+    moved = client.post(url, {"file": SimpleUploadedFile("escape.txt", b"x"),
+                              "name": "../../escape.txt"}, **HTMX).content.decode()
+    assert ("“../../escape.txt” was saved as escape.txt: uploads go to the workspace root "
+            "under the file's own name.") in moved
+    assert (workspace_path(session) / "escape.txt").read_bytes() == b"x"
+    trimmed = client.post(url, {"file": SimpleUploadedFile(" spaced.txt ", b"y")},
+                          **HTMX).content.decode()
+    assert "“ spaced.txt ” was saved as spaced.txt" in trimmed
+    same = client.post(url, {"file": SimpleUploadedFile("same.txt", b"z"),
+                             "name": "same.txt"}, **HTMX).content.decode()
+    assert "Uploaded same.txt." in same and "was saved as" not in same
+
+
 def test_upload_writes_through_the_workspace_and_refuses_past_the_cap(alice, client_for):
     session = session_create(user=alice)
     client = client_for(alice)
