@@ -10,7 +10,7 @@ classes, with the theme's colours, so it stays readable in dark mode. Each bar k
 from __future__ import annotations
 
 from datetime import date
-from decimal import Decimal
+from decimal import ROUND_CEILING, Decimal
 from functools import lru_cache
 from xml.etree import ElementTree as ET
 
@@ -37,6 +37,10 @@ def _chart(days: tuple[tuple[date, Decimal], ...], title: str) -> str:
     chart.x_labels = [f"{d:%b %d}" for d, _ in days]
     chart.x_labels_major = [f"{d:%b %d}" for i, (d, _) in enumerate(days) if i % step == 0]
     chart.add("USD", [float(v) for _, v in days])
+    # Our own ticks, not pygal's: its scale over a small range steps by less than a cent
+    # while usd() rounds to cents, so labels repeated ("$0.02" three times).
+    chart.y_labels = [{"value": float(value), "label": label}
+                      for value, label in y_ticks(max((v for _, v in days), default=Decimal(0)))]
     tree = chart.render_tree()
     bars = [g for g in tree.iter() if g.get("class") == "bar"]
     for bar, (day, amount) in zip(bars, days):
@@ -46,6 +50,22 @@ def _chart(days: tuple[tuple[date, Decimal], ...], title: str) -> str:
         for desc in bar.findall("desc"):
             bar.remove(desc)
     return _clean(tree, title)
+
+
+def y_ticks(top: Decimal, *, most: int = 6) -> list[tuple[Decimal, str]]:
+    """Y-axis ticks from $0 to at least ``top``: a 1, 2 or 5 × 10^k step giving at most
+    ``most`` ticks, each labelled with as many decimals as the step needs (at least cents),
+    so no two labels read the same."""
+    top = max(top, Decimal("0.01"))  # an empty month still gets a readable axis
+    exponent = top.adjusted() - 1  # a step near a tenth of the top
+    while True:
+        for mantissa in (1, 2, 5):
+            step = Decimal(mantissa).scaleb(exponent)
+            count = int((top / step).to_integral_value(rounding=ROUND_CEILING)) + 1
+            if count <= most:
+                decimals = max(2, -step.normalize().as_tuple().exponent)
+                return [(step * i, f"${step * i:,.{decimals}f}") for i in range(count)]
+        exponent += 1
 
 
 def _clean(tree: ET.Element, title: str) -> str:

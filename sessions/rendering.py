@@ -97,6 +97,8 @@ STATUS_EVENTS = frozenset({"turn.queued", "turn.started", "turn.finished", "turn
                            "turn.awaiting_children",
                            "turn.awaiting_answer"})
 """Event types whose frame carries the turn-status partial."""
+# Turn.kind of the turns a typed /compact or /prune queues (sessions/runner.py _reduce_by_hand).
+COMMAND_KINDS = frozenset({"compact", "prune"})
 PLAIN_EVENTS = frozenset({"text.delta", "usage", "session.updated", "turn.steered"})
 """Event types the client applies without HTML (event_html returns None for them)."""
 
@@ -177,13 +179,26 @@ def message_item(message: dict, results: dict[str, dict] | None = None, *,
 
 def usage_item(turn_id: int, totals: dict) -> dict:
     """Context for the usage line of one turn: tokens in the four buckets and the dollars
-    (``cost``: USD decimal string or None; ``cost_unknown``: why some call has no price)."""
-    return {"dom_id": dom_id("usage", turn_id), "input": totals.get("input_tokens") or 0,
+    (``cost``: USD decimal string or None; ``cost_unknown``: why some call has no price).
+    ``empty``: the turn made no model call (a /compact with nothing to reduce): no line is
+    drawn, as "0 tokens in … 0 out" says nothing and reads like a fault."""
+    item = {"dom_id": dom_id("usage", turn_id), "input": totals.get("input_tokens") or 0,
             "output": totals.get("output_tokens") or 0,
             "cache_read": totals.get("cache_read_tokens") or 0,
             "cache_write": totals.get("cache_write_tokens") or 0,
             "served_by": ", ".join(totals.get("served_by") or ()),
             "cost": totals.get("cost_usd"), "cost_unknown": totals.get("cost_unknown") or ""}
+    item["empty"] = not (item["input"] or item["output"] or item["cache_read"]
+                         or item["cache_write"] or item["cost_unknown"])
+    return item
+
+
+def outcome_item(turn_id: int, command: str, text: str) -> dict:
+    """Context for the notice saying how a /compact or /prune turn ended ("done", "nothing
+    to reduce", the summariser's fallback): the turn has no reply, so without it the user
+    cannot tell whether anything happened."""
+    return {"kind": "notice", "level": "info", "dom_id": dom_id("turn-outcome", turn_id),
+            "text": text or f"/{command} finished."}
 
 
 def status_item(type: str, payload: dict) -> dict:
@@ -248,9 +263,14 @@ def event_html(event: dict, *, user=None, user_label: str = "You") -> str | None
         if type == "turn.queued" and not payload.get("resumed"):
             html += _partial("queued-input", {"turn_id": payload.get("turn_id"),
                                               "text": payload.get("text", "")})
+        if type == "turn.finished" and payload.get("command"):
+            outcome = outcome_item(payload.get("turn_id"), payload["command"],
+                                   str(payload.get("text") or ""))
+            html += _partial("notice", outcome)
         if type in ("turn.finished", "budget.exceeded"):
-            html += _partial("usage-line", {"usage": usage_item(payload.get("turn_id"),
-                                                                payload.get("usage") or payload)})
+            usage = usage_item(payload.get("turn_id"), payload.get("usage") or payload)
+            if not usage["empty"]:
+                html += _partial("usage-line", {"usage": usage})
         if type == "turn.failed":
             html += _partial("notice", {
                 "level": "error", "dom_id": dom_id("turn-error", payload.get("turn_id")),
@@ -437,14 +457,32 @@ def _turn_footers(turns: list[Turn]) -> dict[int | None, list[dict]]:
         active=False, compacted=False).values_list("pk", flat=True))
     started = [t for t in turns if t.user_message_id is not None and t.kind != STEERED
                and t.user_message_id not in rewound]
-    for turn, after in zip(started, [*[t.user_message_id for t in started[1:]], None]):
+    # A /compact or /prune turn has no message of its own: its outcome is shown where it
+    # ran, before the next turn's user message.
+    commands = [t for t in turns if t.kind in COMMAND_KINDS and t.status in (
+        Turn.Status.COMPLETED, Turn.Status.FAILED)]
+    outcomes = {e.payload.get("turn_id"): str(e.payload.get("text") or "")
+                for e in RunEvent.objects.filter(
+                    session_id=turns[0].session_id, type="turn.finished",
+                    payload__turn_id__in=[t.pk for t in commands])} if commands else {}
+    shown = sorted([*started, *commands], key=lambda t: t.pk)
+    afters, after = [], None
+    for turn in reversed(shown):  # each turn's footer goes before the next started turn
+        afters.append(after)
+        if turn.user_message_id is not None:
+            after = turn.user_message_id
+    for turn, after in zip(shown, reversed(afters)):
         parts = []
+        if turn.kind in COMMAND_KINDS and turn.status == Turn.Status.COMPLETED:
+            parts.append(outcome_item(turn.pk, turn.kind, outcomes.get(turn.pk, "")))
         if turn.pk in usage:
             row = usage[turn.pk]
-            parts.append({"kind": "usage", "usage": usage_item(turn.pk, {
+            item = usage_item(turn.pk, {
                 **row, "cache_write_tokens": (row["w5"] or 0) + (row["w1"] or 0),
                 "cost_usd": row["usd"],
-                "cost_unknown": row["cost_unknown"] if row["unknown"] else ""})})
+                "cost_unknown": row["cost_unknown"] if row["unknown"] else ""})
+            if not item["empty"]:
+                parts.append({"kind": "usage", "usage": item})
         if turn.status == Turn.Status.FAILED and turn.error:
             parts.append({"kind": "notice", "level": "error", "dom_id": dom_id("turn-error",
                                                                                turn.pk),

@@ -406,8 +406,10 @@ def _reduce_by_hand(ctx: TurnContext, sink: DbSink) -> str:
     if done is not None and outcome.get("kind") == "fallback":  # say what really happened
         text = (f"/compact: the summariser failed ({outcome.get('error') or 'unavailable'}); "
                 "older messages were replaced by a deterministic note instead of a summary.")
+    # "command" tells the transcript this text is the command's outcome to show, not a reply.
     return _finish(ctx, sink, Turn.Status.COMPLETED, "turn.finished",
-                   {"text": text, "status": "completed", "iterations": 0})
+                   {"text": text, "status": "completed", "iterations": 0,
+                    "command": ctx.turn.kind})
 
 
 def _begin(ctx: TurnContext, sink: DbSink) -> list[AgentMessage]:

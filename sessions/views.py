@@ -249,7 +249,7 @@ def file_upload_view(request: HttpRequest, session_id: int) -> HttpResponse:
     panel, with the error (400) when refused."""
     session = session_get(user=request.user, session_id=session_id, write=True)
     upload = request.FILES.get("file")
-    error, path = "", ""
+    error, path, renamed_from = "", "", ""
     if upload is None:
         error = "Choose a file to upload."
     elif upload.size > upload_max_bytes():
@@ -260,15 +260,21 @@ def file_upload_view(request: HttpRequest, session_id: int) -> HttpResponse:
             path = file_upload(session=session, name=upload.name, data=upload.read())
         except ValidationError as exc:
             error = " ".join(exc.messages)
+        # Saved under another name (folders dropped, "../" refused, spaces trimmed): say so.
+        asked = request.POST.get("name") or upload.name
+        if path and asked != path:
+            renamed_from = asked
     if request.htmx:
         context = _files_context(request, session, path, error)
-        context["uploaded"] = path
+        context["uploaded"], context["uploaded_as"] = path, renamed_from
         return render(request, "sessions/files.html#files-panel", context,
                       status=400 if error else 200)
     if error:
         messages.error(request, error)
     else:
-        messages.success(request, f"Uploaded {path}.")
+        messages.success(request, f"“{renamed_from}” was saved as {path}: uploads go to the "
+                                  "workspace root under the file's own name." if renamed_from
+                         else f"Uploaded {path}.")
     return redirect("session_detail", session_id=session.pk)
 
 

@@ -16,6 +16,16 @@
     }
   }, true);
 
+  /* The upload form's hidden "name": the chosen file's name as the browser has it. Django
+     keeps only its last part, so the view compares the two to say when the file was saved
+     under another name (sessions/views.py file_upload_view). Delegated: the panel is
+     re-drawn by htmx. */
+  document.addEventListener("change", function (e) {
+    if (e.target.id !== "upload-file") return;
+    var name = document.getElementById("upload-name");
+    if (name) name.value = e.target.files.length ? e.target.files[0].name : "";
+  });
+
   /* "Show more" under a long message (sessions/rendering.py LONG_MESSAGE_CHARS): the body is
      drawn clipped (.collapsible) until expanded. Delegated, so socket-added messages work. */
   document.addEventListener("click", function (e) {

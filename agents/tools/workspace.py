@@ -37,11 +37,10 @@ from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 
 from agents.errors import ToolError
+from agents.tools.refusals import LINK_REFUSAL, dir_refusal
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-LINK_REFUSAL = ("is or goes through a symbolic link; tools do not follow links, which may "
-                "point outside the session workspace")
 
 
 class MissingPath(ToolError):
@@ -138,7 +137,7 @@ class Workspace:
         O_NOFOLLOW|O_DIRECTORY from its parent's fd; missing ones made when ``create``."""
         fd = self._root_fd()
         try:
-            for part in parts:
+            for depth, part in enumerate(parts, 1):
                 try:
                     nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
                 except FileNotFoundError:
@@ -154,16 +153,14 @@ class Workspace:
                 fd = nxt
             return fd
         except OSError as exc:
-            os.close(fd)
-            raise self._refusal(exc, shown) from None
+            try:
+                refusal = dir_refusal(exc, shown, fd, parts[:depth], self.label)
+            finally:
+                os.close(fd)
+            raise refusal from None
         except BaseException:
             os.close(fd)
             raise
-
-    def _refusal(self, exc: OSError, shown: str) -> ToolError:
-        if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
-            return ToolError(f"path '{shown}' {LINK_REFUSAL}, or is not a directory")
-        return ToolError(f"cannot open '{shown}': {exc.strerror}")
 
     def open_dir(self, path: str | os.PathLike[str], *, create: bool = False) -> int:
         """A directory fd for ``path`` (O_CLOEXEC; the caller closes it). ``create`` makes

@@ -77,6 +77,23 @@ def test_symlink_inside_the_workspace_is_refused_too(ws: Path) -> None:
         resolve_in_workspace(ws, "alias/a.py")
 
 
+def test_opening_a_linked_directory_or_a_file_as_one_says_which(ws: Path) -> None:
+    """Each refusal is its own sentence: a link is named as a link, a file as a file (the
+    kernel's ELOOP/ENOTDIR alone does not tell them apart)."""
+    from agents.tools.workspace import Workspace
+
+    (ws / "alias").symlink_to(ws / "src")
+    (ws / "plain.txt").write_text("x")
+    workspace = Workspace(ws)
+    with pytest.raises(ToolError) as link:
+        workspace.open_dir("alias")
+    assert str(link.value) == ("path 'alias' is a symbolic link; tools do not follow links, "
+                               "which may point outside the session workspace.")
+    with pytest.raises(ToolError) as plain:
+        workspace.open_dir("plain.txt/sub")
+    assert str(plain.value) == "path 'plain.txt/sub': 'plain.txt' is a file, not a directory."
+
+
 def test_workspace_reached_through_a_symlink(ws: Path, tmp_path: Path) -> None:
     link = tmp_path / "wslink"
     link.symlink_to(ws)

@@ -219,6 +219,17 @@ def test_gauge_breakdown_compact_now_and_model_switch(server, browser):
     # Processed, the command's queued bubble goes, as a message's does (a user's finding:
     # "queued /compact" stayed in the transcript until a reload).
     page.wait_for_selector("#transcript .queued-input", state="detached", timeout=5_000)
+    # Its outcome is said, live and after a reload; no "0 tokens in … 0 out ·" line for a
+    # command that called no model (a user's finding).
+    page.wait_for_selector("#transcript .notice >> text=/compact: nothing to reduce.",
+                           timeout=WAIT)
+    for _ in range(2):
+        transcript = page.inner_text("#transcript")
+        assert transcript.count("/compact: nothing to reduce.") == 1, transcript
+        assert "\n0 tokens in" not in transcript and " out ·\n" not in transcript
+        assert page.locator("#transcript .usage").count() == 1  # the first question's
+        page.reload()
+        page.wait_for_selector("#transcript .notice >> text=/compact: nothing to reduce.")
 
     page.click("#model-picker > summary")
     page.select_option("#model-choice", "simulator-openai|hermes-simulator")
@@ -252,6 +263,18 @@ def test_workspace_panel_tree_preview_upload_and_tool_writes(server, browser, tm
     page.set_input_files("#upload-file", str(big))
     page.click(".upload-form button")
     page.wait_for_selector("#files-error >> text=the upload limit is 2,000 bytes")
+    # A name with folders is saved under its last part, and the panel says so (a user's
+    # finding: "../../escape.txt" became "escape.txt" silently). The response is read, as
+    # the workspace.changed refresh may redraw the panel without the notice at any moment.
+    page.wait_for_load_state("networkidle")
+    page.set_input_files("#upload-file", files=[{"name": "../../escape.txt",
+                                                 "mimeType": "text/plain", "buffer": b"x"}])
+    with page.expect_response(lambda r: r.request.method == "POST"
+                              and "/files/upload" in r.url) as posted:
+        page.click(".upload-form button")
+    assert ("“../../escape.txt” was saved as escape.txt: uploads go to the workspace root"
+            in posted.value.text()), posted.value.text()
+    page.wait_for_selector(".file-tree >> text=escape.txt")
     # A tool writes a file: the panel refreshes by itself.
     send(page, "make notes")
     page.wait_for_selector(".file-tree >> text=notes.md", timeout=WAIT)

@@ -82,6 +82,47 @@ def test_manual_compact_command_runs_without_a_model_turn(small_window):
     assert not Message.objects.filter(session=session, content="/compact").exists()
 
 
+def test_compact_outcome_shows_live_and_after_reload_and_no_empty_usage_line(small_window,
+                                                                              client):
+    """A user's finding: "Compact now" on a short session left "0 tokens in (0 cache read, 0
+    cache write) · 0 out ·" and no word on what happened. The command's outcome is a notice,
+    on the socket and on the page; a turn without a model call has no usage line."""
+    from sessions.rendering import event_frame
+
+    user, session = small_window
+    chat(user, session, "please read big.txt, round 0")
+    turn = chat(user, session, "/compact")  # one exchange: nothing to reduce, no model call
+    assert turn.status == "completed"
+    finished = RunEvent.objects.get(session=session, type="turn.finished",
+                                    payload__turn_id=turn.pk)
+    assert finished.payload["command"] == "compact"
+    live = event_frame({"seq": finished.seq, "type": finished.type, "session_id": session.pk,
+                        "ts": 0.0, "payload": finished.payload})["html"]
+    assert f'id="turn-outcome-{turn.pk}"' in live and "/compact: nothing to reduce." in live
+    assert "tokens in" not in live
+    client.force_login(user)
+    page = client.get(f"/sessions/{session.pk}/").content.decode()
+    assert page.count("/compact: nothing to reduce.") == 1
+    assert page.count('class="usage"') == 1  # the chat turn's line, not the command's
+    assert " out ·</p>" not in page and " out · </p>" not in page
+
+
+def test_usage_line_has_no_dangling_separator_without_a_price():
+    """An unpriced model's line ends at "out", not at a "·" with nothing after it."""
+    from sessions.rendering import event_frame
+
+    payload = {"turn_id": 5, "usage": {"input_tokens": 10, "output_tokens": 3,
+                                       "cost_usd": None}}
+    html = event_frame({"seq": 1, "type": "turn.finished", "session_id": 1, "ts": 0.0,
+                        "payload": payload})["html"]
+    assert "13 tokens in" not in html and "10 tokens in" in html
+    assert "3 out</p>" in html
+    priced = event_frame({"seq": 2, "type": "turn.finished", "session_id": 1, "ts": 0.0,
+                          "payload": {**payload, "usage": {**payload["usage"],
+                                                           "cost_usd": "0.0012"}}})["html"]
+    assert '3 out · <span class="cost">' in priced
+
+
 def test_breaker_state_lives_on_the_row_and_survives_a_new_worker(small_window):
     user, session = small_window
     from django.conf import settings

@@ -63,6 +63,48 @@ def test_tree_lists_files_and_links_without_following(alice, client_for, tmp_pat
     assert 'attachment; filename="app.py"' == ok["Content-Disposition"]
 
 
+def test_download_through_a_link_or_a_file_says_which_in_one_sentence(alice, client_for,
+                                                                        tmp_path):
+    """A user's finding: a download through a linked directory answered "… is or goes
+    through a symbolic link; tools do not follow links, which may point outside the session
+    workspace, or is not a directory" (two cases glued into one garbled sentence)."""
+    session = session_create(user=alice)
+    ws = workspace_path(session)
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "README.md").write_text("TOP SECRET")
+    os.symlink(outside, ws / "docs")
+    client = client_for(alice)
+    url = reverse("file_download", args=[session.pk])
+    link = client.get(url, {"path": "docs/README.md"})
+    text = link.content.decode()
+    assert link.status_code == 404 and "TOP SECRET" not in text
+    assert text == ("path 'docs/README.md' goes through a symbolic link ('docs'); tools do "
+                    "not follow links, which may point outside the session workspace."), text
+    plain = client.get(url, {"path": "README.md/inner.txt"}).content.decode()
+    assert plain == "path 'README.md/inner.txt': 'README.md' is a file, not a directory.", plain
+
+
+def test_upload_saved_under_another_name_says_so(alice, client_for):
+    """A user's finding: "../../escape.txt" was saved as "escape.txt" without a word. The
+    form sends the browser's name for the file (static/app.js fills "name"); a name the
+    server trims itself is reported without it."""
+    session = session_create(user=alice)
+    client = client_for(alice)
+    url = reverse("file_upload", args=[session.pk])
+    moved = client.post(url, {"file": SimpleUploadedFile("escape.txt", b"x"),
+                              "name": "../../escape.txt"}, **HTMX).content.decode()
+    assert ("“../../escape.txt” was saved as escape.txt: uploads go to the workspace root "
+            "under the file's own name.") in moved
+    assert (workspace_path(session) / "escape.txt").read_bytes() == b"x"
+    trimmed = client.post(url, {"file": SimpleUploadedFile(" spaced.txt ", b"y")},
+                          **HTMX).content.decode()
+    assert "“ spaced.txt ” was saved as spaced.txt" in trimmed
+    same = client.post(url, {"file": SimpleUploadedFile("same.txt", b"z"),
+                             "name": "same.txt"}, **HTMX).content.decode()
+    assert "Uploaded same.txt." in same and "was saved as" not in same
+
+
 def test_upload_writes_through_the_workspace_and_refuses_past_the_cap(alice, client_for):
     session = session_create(user=alice)
     client = client_for(alice)
