@@ -32,10 +32,10 @@ def owned(make_user, hermes_settings, simulator):
     return user, Session.objects.get(pk=session.pk)
 
 
+@pytest.mark.services  # the one-statement write is PostgreSQL's; on SQLite the runner queries
 def test_the_start_write_reads_the_message_before_its_own_and_who_served_since(owned):
     user, session = owned
-    if connection.vendor != "postgresql":
-        pytest.skip("the one-statement write is PostgreSQL's; SQLite's runner queries")
+    assert connection.vendor == "postgresql"
     newest = Message.objects.filter(session=session).order_by("-id").first()
     old = timezone.now() - timedelta(hours=3)
     Message.objects.filter(pk=newest.pk).update(created_at=old)
@@ -44,7 +44,7 @@ def test_the_start_write_reads_the_message_before_its_own_and_who_served_since(o
     second = Turn.objects.create(session=session, input_text="second")
     row = Message(session=session, role="user", content="second")
     written = transcript_write(session=session, owner="w1", turn_id=second.pk,
-                               entries=[Entry(row=row)], start_facts=(first_turn.pk,))
+                               entries=[Entry(row=row)], start_facts=True, served_after=first_turn.pk)
     facts = written.start
     assert row.id is not None and facts.last_message_at == old  # not the row it wrote
     assert facts.transcript_version == session.transcript_version
@@ -53,12 +53,12 @@ def test_the_start_write_reads_the_message_before_its_own_and_who_served_since(o
                                 started_at=timezone.now())
     again = transcript_write(session=session, owner="w1", turn_id=second.pk,
                              events=[("turn.started", {"turn_id": second.pk})],
-                             start_facts=(first_turn.pk,)).start
+                             start_facts=True, served_after=first_turn.pk).start
     assert again.served_after is True and again.last_message_at == Message.objects.get(
         pk=row.id).created_at
     assert transcript_write(session=session, owner="w1", turn_id=third.pk,
                             events=[("turn.started", {"turn_id": third.pk})],
-                            start_facts=(None,)).start.served_after is None
+                            start_facts=True).start.served_after is None
     assert transcript_write(session=session, owner="w1", turn_id=third.pk,
                             events=[("turn.started", {"turn_id": third.pk})]).start is None
 
