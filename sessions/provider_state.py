@@ -10,12 +10,13 @@ key at once escalate it once each, never lose a strike.
 from __future__ import annotations
 
 import threading
-from datetime import datetime, timedelta
+from datetime import timedelta
 from datetime import timezone as dt_timezone
 
 from cachetools import TTLCache
 from django.db import connection, transaction
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from agents.transports.failover import cooldown_seconds
 from sessions.models import BreakpointLimit, ProviderCooldown
@@ -63,9 +64,9 @@ def _epoch(value) -> float:
     """A DateTimeField value from a plain cursor as epoch seconds: PostgreSQL returns an
     aware datetime, SQLite the stored text (UTC, as Django writes it with USE_TZ)."""
     if isinstance(value, str):
-        value = datetime.fromisoformat(value)
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=dt_timezone.utc)
+        value = parse_datetime(value)
+    if timezone.is_naive(value):
+        value = timezone.make_aware(value, dt_timezone.utc)
     return value.timestamp()
 
 

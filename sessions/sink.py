@@ -160,11 +160,12 @@ class DbSink:
         where the write could not read them: the caller queries). Raises LeaseLost."""
         stored = self._write(messages=[(message, "")] if message is not None else [],
                              head_events=[("turn.started", payload)],
-                             start_facts=(served_after,))
+                             start_facts=True, served_after=served_after)
         return (stored[0] if stored else None), self._start_facts
 
     def _write(self, *, messages=(), events=(), usage=None, guarded: bool = True,
-               relaxed: bool = False, head_events=(), start_facts=None):
+               relaxed: bool = False, head_events=(), start_facts: bool = False,
+               served_after: int | None = None):
         """One transaction (sessions/writes.py): the buffered text as a text.delta event,
         ``usage`` (from ``_usage``), the messages with their events (tool results carry the
         metadata and the call gathered for them), ``events``; returns the stored messages
@@ -200,7 +201,8 @@ class DbSink:
             turn_id=self.turn.pk, entries=entries, free_events=free, events=list(events),
             columns=self.columns if guarded else None, renew_seconds=renew,
             before_commit=settle, relaxed_commit=relaxed, head_events=list(head_events),
-            usage_row=None if usage is None else usage[0], start_facts=start_facts)
+            usage_row=None if usage is None else usage[0], start_facts=start_facts,
+            served_after=served_after)
         self._start_facts = written.start  # read by turn_started, right after
         if usage is not None:
             self.reservation_open = True  # the next call's transport says again

@@ -101,7 +101,7 @@ def transcript_write(*, session: Session, owner: str | None, turn_id: int | None
                      renew_seconds: int | None = None, before_commit=None,
                      relaxed_commit: bool = False,
                      head_events: list[tuple[str, dict]] = (), usage_row=None,
-                     start_facts: tuple[int | None] | None = None) -> Written:
+                     start_facts: bool = False, served_after: int | None = None) -> Written:
     """Store ``entries`` and ``events`` under ``owner``'s turn lease and ``free_events``
     whatever the lease, in one transaction (see the module docstring).
 
@@ -111,8 +111,8 @@ def transcript_write(*, session: Session, owner: str | None, turn_id: int | None
     written with the guarded part.
     ``renew_seconds``: extend the lease to now + that many seconds. ``before_commit``:
     called with ``lease_ok`` inside the transaction, after the rows. ``start_facts``:
-    ``(turn_id_or_None,)`` asks for the session's StartFacts (``served_after`` that turn
-    id) in ``Written.start``; only the one-statement path reads them (else None: the caller
+    read the session's StartFacts into ``Written.start`` (``served_after``: the turn id
+    they answer "served since" about; None leaves that fact unread); only the one-statement path reads them (else None: the caller
     queries). Raises LeaseLost
     (after committing the lease-free part), ValueError for an unknown event type,
     Session.DoesNotExist for an unknown session."""
@@ -136,7 +136,7 @@ def transcript_write(*, session: Session, owner: str | None, turn_id: int | None
                                  items_before=[*free_events, *head_events],
                                  events=list(events), columns=columns or {},
                                  renew_seconds=renew_seconds, usage_row=usage_row,
-                                 start_facts=start_facts)
+                                 start_facts=start_facts, served_after=served_after)
         if written is not None:
             for event in written.events:
                 event_publish_on_commit(event)
@@ -305,7 +305,7 @@ def _insert_fields(model):
 def _one_statement(connection, session: Session, *, owner: str, turn_id, now: datetime,
                    entries: list[Entry], items_before: list[tuple[str, dict]],
                    events: list[tuple[str, dict]], columns: dict, renew_seconds,
-                   usage_row, start_facts: tuple[int | None] | None = None
+                   usage_row, start_facts: bool = False, served_after: int | None = None
                    ) -> Written | None:
     """The guarded write as one data-modifying statement in autocommit (PostgreSQL): the
     session UPDATE that checks and renews the lease, allocates the seqs and returns the
@@ -393,17 +393,16 @@ def _one_statement(connection, session: Session, *, owner: str, turn_id, now: da
                    *row_params]  # the SELECT list's placeholders come before the VALUES
     ids_sql = "(SELECT array_agg(id ORDER BY o) FROM ids)" if entries else "NULL"
     facts_sql = ""
-    if start_facts is not None:
-        (after,) = start_facts
+    if start_facts:
         facts_sql = (f', (SELECT "created_at" FROM "{mmeta.db_table}" WHERE "session_id" = %s '
                      f'ORDER BY "{mmeta.pk.column}" DESC LIMIT 1), ')
         params.append(session.pk)
-        if after is None:
+        if served_after is None:
             facts_sql += "NULL"
         else:
             facts_sql += (f'EXISTS (SELECT 1 FROM "{turn_table}" WHERE "session_id" = %s AND '
                           f'"id" > %s AND "started_at" IS NOT NULL AND "id" <> %s)')
-            params += [session.pk, after, turn_id]
+            params += [session.pk, served_after, turn_id]
     sql.append(f" SELECT s.event_seq, s.stop_requested, s.steer, s.bypass_approvals, {ids_sql}, "
                f"s.transcript_version{facts_sql} FROM s")
     with connection.cursor() as cursor:
@@ -413,7 +412,7 @@ def _one_statement(connection, session: Session, *, owner: str, turn_id, now: da
         return None
     last, stop, steer, bypass, ids, version, *facts = row
     start = StartFacts(transcript_version=version, last_message_at=facts[0],
-                       served_after=facts[1]) if start_facts is not None else None
+                       served_after=facts[1]) if start_facts else None
     stored = []
     for entry, message_id, display in zip(entries, ids or [], displays):
         entry.row.id = message_id
