@@ -30,6 +30,7 @@ from django.utils import timezone
 
 from accounts.models import Budget, SpendReservation
 from accounts.pricing import rate_overrides_load
+from agents.errors import TurnCancelled
 from agents.messages import ModelRequest
 from agents.pricing import rates_resolve
 from agents.spend_caps import (
@@ -182,7 +183,8 @@ BUDGETS_REUSE_SECONDS = 2.0
 class BudgetedTransport:
     """A transport whose every ``complete`` is admitted by ``budget_reserve`` first. A call
     that raises settles its reservation (nothing was billed that we can price); a call that
-    returns is settled by the UsageRecord write. ``on_warning(text)`` receives the 80%
+    returns, or is stopped mid-stream (``TurnCancelled.billed``), is settled by its
+    UsageRecord write. ``on_warning(text)`` receives the 80%
     warnings. Everything else is delegated to the wrapped transport. ``reserved``: whether
     the last call left reservations for its UsageRecord write to settle (False: no budget
     applied, nothing to delete)."""
@@ -224,7 +226,10 @@ class BudgetedTransport:
                 self._on_warning(text)
         try:
             return self._inner.complete(request, **kwargs)
-        except BaseException:
-            if admission.caps:
+        except BaseException as exc:
+            # A stop that came while the provider answered is billed: the loop writes its
+            # usage, which settles the reservation in the same transaction (sessions/sink.py
+            # reply_stopped), so the cost is never neither reserved nor spent.
+            if admission.caps and not (isinstance(exc, TurnCancelled) and exc.billed):
                 reservations_settle(session_id=self._session.pk)
             raise

@@ -71,6 +71,14 @@ class EventSink(Protocol):
         (the usage is kept even when the lease is lost); returns the message with id."""
         ...
 
+    def reply_stopped(self, message: Message | None, *, usage: Usage | None,
+                      request: ModelRequest) -> None:
+        """A provider call stopped by the user mid-stream (TurnCancelled.billed): its usage
+        record (``usage`` as the provider reported it before the stop, output counted from
+        the text shown; None: estimated) and ``message``, the text shown (None: none), in
+        ONE write; the usage is kept even when the lease is lost."""
+        ...
+
     def should_stop(self) -> bool:
         """True when the user asked to stop the turn (checked between chunks and tools)."""
         ...

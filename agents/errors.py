@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from agents.wording import plural
 
 if TYPE_CHECKING:
-    from agents.messages import ToolCall
+    from agents.messages import ToolCall, Usage
     from agents.transports.errors import ClassifiedError
 
 
@@ -36,11 +36,20 @@ class ApprovalRequired(TurnInterrupted):
 class TurnCancelled(TurnInterrupted):
     """The user pressed stop; the loop answered every outstanding call and stopped.
 
-    ``partial``: the reply text already shown when stop came mid-stream ("" otherwise)."""
+    ``partial``: the reply text already shown when stop came mid-stream ("" otherwise).
+    ``billed``: the stop came while the provider was answering (a stream event had
+    arrived), so the call costs money although it returned no reply: the loop records its
+    usage like a reply's, or stopping mid-stream would be free spend past every cap.
+    ``usage``: what the provider had reported when the stop came (Anthropic's
+    message_start carries the input and cache buckets; None when nothing was reported:
+    the record is then estimated); its output is counted by the sink from ``partial``."""
 
-    def __init__(self, message: str = "", *, partial: str = ""):
+    def __init__(self, message: str = "", *, partial: str = "", billed: bool = False,
+                 usage: Usage | None = None):
         super().__init__(message)
         self.partial = partial
+        self.billed = billed
+        self.usage = usage
 
 
 class LeaseLost(HarnessError):

@@ -81,8 +81,12 @@ def run_turn(history: list[Message], *, harness: Harness, sink: EventSink,
                                                   should_stop=sink.should_stop)
         except TurnCancelled as exc:
             partial = exc.partial
-            if partial:  # keep what the user saw, demoted to plain assistant text
-                sink.message_added(Message(role="assistant", content=partial))
+            # keep what the user saw, demoted to plain assistant text
+            kept = Message(role="assistant", content=partial) if partial else None
+            if exc.billed:  # the provider was answering: the stopped call costs money too
+                sink.reply_stopped(kept, usage=exc.usage, request=request)
+            elif kept is not None:
+                sink.message_added(kept)
             raise
         except TransportError as exc:
             partial = exc.partial

@@ -16,6 +16,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from dataclasses import replace
 from decimal import Decimal
 
 from django.conf import settings
@@ -131,6 +132,26 @@ class DbSink:
                              usage=self._usage(usage, request, response, "turn"))[0]
         self._reply_call_ids.update(c.id for c in message.tool_calls)
         return stored
+
+    def reply_stopped(self, message: AgentMessage | None, *, usage: Usage | None,
+                      request: ModelRequest) -> None:
+        """A call the user stopped while the provider answered (agents.EventSink): billed,
+        so it gets a UsageRecord like a reply's, priced and settling the call's budget
+        reservation (accounts/budgets.py leaves it open for this write), with the text the
+        user saw, in ONE transaction under the lease (the usage is kept if the lease is
+        lost). The provider reports no output count before the end of a stream, so output
+        is the estimate of the text shown, at least what message_start reported; the record
+        is flagged ``estimated`` when the provider reported nothing at all."""
+        shown = message.content if message is not None else ""
+        if usage is not None:
+            usage = replace(usage, output_tokens=max(usage.output_tokens,
+                                                     estimate_text_tokens(shown)),
+                            raw={**usage.raw, "stopped": True})
+        response = ModelResponse(message=message or AgentMessage(role="assistant", content=""),
+                                 usage=usage, stop_reason="stopped", model=request.model)
+        self.reservation_open = True  # the transport left it open whichever call this was
+        self._write(messages=[(message, "")] if message is not None else [],
+                    usage=self._usage(usage, request, response, "turn"))
 
     def lease_fresh(self) -> bool:
         """A guarded write renewed the turn lease less than a third of LEASE_SECONDS ago:

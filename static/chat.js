@@ -175,6 +175,13 @@
     if (frame.type === "tool.result" || frame.type === "workspace.changed") signal("hermes:workspace");
     if (frame.type === "compaction" || frame.type === "prune") signal("hermes:turn-ended");
     if (frame.type === "turn.started") turnStartedAt = Date.now();
+    /* A turn resumed after its worker died asks the model again for the reply being
+       streamed: drop the dead worker's partial text, or the reply shows twice
+       (sessions/rendering.py streaming_text does the same on a reload). */
+    if (frame.type === "turn.recovered") {
+      var cut = document.getElementById("streaming");
+      if (cut) cut.remove();
+    }
     /* A queued bubble goes when its turn stores the user message (above). A /compact or
        /prune turn stores none, and a turn stopped before it ran never will: once the turn
        starts as such a command, or ends, nothing is queued any more (a reload shows the same). */

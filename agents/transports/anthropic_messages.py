@@ -207,7 +207,7 @@ class AnthropicTransport:
         transport keeps clamping (issue 10 defect 8). Raises TransportError or
         TurnCancelled (``.partial`` = text delivered so far)."""
         if should_stop():
-            raise _cancelled("")
+            raise _cancelled("", billed=False)
         payload = self.build_payload(request)
         try:
             return self._send(payload, on_text, should_stop)
@@ -251,8 +251,14 @@ class AnthropicTransport:
         return call_with_retries(attempt, on_text=on_text, policy=self.retry, **kwargs)
 
 
-def _cancelled(partial: str) -> TurnCancelled:
-    return TurnCancelled("stopped by the user while the reply streamed", partial=partial)
+def _cancelled(partial: str, *, billed: bool,
+               start_usage: dict[str, Any] | None = None) -> TurnCancelled:
+    """A stop. ``billed``: mid-stream (an event had arrived, so the request is being
+    answered and paid for), with the buckets message_start reported (input and cache;
+    output is counted from ``partial`` by the sink)."""
+    return TurnCancelled("stopped by the user while the reply streamed", partial=partial,
+                         billed=billed,
+                         usage=usage_from_anthropic(start_usage) if start_usage else None)
 
 
 def read_stream(events: Any, tap: TextTap, should_stop: Callable[[], bool]) -> ModelResponse:
@@ -281,7 +287,7 @@ def read_stream(events: Any, tap: TextTap, should_stop: Callable[[], bool]) -> M
             elif kind == "message_stop":
                 finished = True
             if should_stop():
-                raise _cancelled(tap.text)
+                raise _cancelled(tap.text, billed=True, start_usage=start_usage)
         if not finished:
             raise StreamIncomplete("the stream closed before message_stop")
     except TurnCancelled:

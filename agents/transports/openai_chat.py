@@ -212,7 +212,7 @@ class OpenAIChatTransport:
         """Stream one reply (see agents.Transport.complete). Raises TransportError after
         the retry policy, or TurnCancelled (``.partial`` = text delivered so far)."""
         if should_stop():
-            raise _cancelled("")
+            raise _cancelled("", billed=False)
         payload = self.build_payload(request)
 
         def attempt(tap: TextTap) -> ModelResponse:
@@ -234,8 +234,11 @@ class OpenAIChatTransport:
         self._http.close()
 
 
-def _cancelled(partial: str) -> TurnCancelled:
-    return TurnCancelled("stopped by the user while the reply streamed", partial=partial)
+def _cancelled(partial: str, *, billed: bool) -> TurnCancelled:
+    """``billed``: a chunk had arrived (the request is being answered; chat-completions
+    reports usage only in the last chunk, so the sink estimates it)."""
+    return TurnCancelled("stopped by the user while the reply streamed", partial=partial,
+                         billed=billed)
 
 
 def _sse_data(response: httpx.Response) -> Iterator[str]:
@@ -305,7 +308,7 @@ def _fold_chunks(chunks: Iterator[str], tap: TextTap, should_stop: Callable[[], 
                 slot["arguments"].append(function.get("arguments") or "")
             finish = choice.get("finish_reason") or finish
         if should_stop():
-            raise _cancelled("".join(text))
+            raise _cancelled("".join(text), billed=True)
     if not (done or finish):
         raise StreamIncomplete("the stream closed before a finish_reason or [DONE]")
     content = "".join(text)

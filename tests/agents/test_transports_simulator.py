@@ -261,6 +261,14 @@ def test_stop_mid_stream_raises_turn_cancelled_with_the_partial(sim, state, wire
                                       should_stop=lambda: len(shown) >= 2)
     assert caught.value.partial == "".join(shown)
     assert 2 <= len(shown) < 6
+    # Billed: the provider was answering. Anthropic's message_start reported the prompt's
+    # buckets; chat-completions reports usage only in its last chunk (the sink estimates).
+    assert caught.value.billed is True
+    if wire == "anthropic":
+        reported = caught.value.usage
+        assert reported is not None and reported.prompt_tokens > 0
+    else:
+        assert caught.value.usage is None
 
 
 def test_breakpoint_limit_400_retries_once_with_fewer_and_remembers(sim, state):
@@ -369,3 +377,4 @@ def test_a_stop_before_sending_sends_nothing(sim, state, wire):
     with pytest.raises(TurnCancelled) as caught:
         run(transport(sim, wire), ask("hello"), should_stop=lambda: True)
     assert caught.value.partial == "" and state.requests == []
+    assert caught.value.billed is False and caught.value.usage is None  # nothing to pay

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
@@ -92,6 +93,28 @@ def browser():
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield chromium
         chromium.close()
+
+
+def wait_for_chat(page) -> None:
+    """Wait until the session page's scripts have run: chat.js (deferred) attaches the
+    composer's Enter-sends handler and ends by setting ``window.hermesChat``, and htmx binds
+    the composer at DOMContentLoaded. ``#composer-text`` exists in the HTML before either,
+    so a test that types as soon as it appears can press Enter into a page with no handler:
+    the key adds a newline, nothing is sent, and the test waits out its whole timeout
+    (seen on a loaded 2-core CI host in test_mcp_admin)."""
+    try:
+        page.wait_for_function(
+            "() => window.hermesChat !== undefined && document.readyState === 'complete'")
+    except PlaywrightTimeout:
+        state = page.evaluate("() => [location.href, document.readyState, typeof window.hermesChat]")
+        raise AssertionError(f"the session page never became ready: {state}") from None
+
+
+def send_message(page, text: str) -> None:
+    """Type ``text`` into the composer and press Enter, once the page can send it."""
+    wait_for_chat(page)
+    page.fill("#composer-text", text)
+    page.press("#composer-text", "Enter")
 
 
 def logged_in(browser, url: str, username: str, password: str, *,

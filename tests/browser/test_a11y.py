@@ -13,7 +13,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.browser.conftest import ROOT, embedded_server, logged_in
+from tests.browser.conftest import ROOT, embedded_server, logged_in, send_message
 
 pytestmark = pytest.mark.browser
 
@@ -55,8 +55,7 @@ def chat_path(server, browser):
     context, page = logged_in(browser, url, "demo", password)
     page.click("#header-new-session")
     page.wait_for_selector("#composer-text")
-    page.fill("#composer-text", "list the files and read README.md")
-    page.press("#composer-text", "Enter")
+    send_message(page, "list the files and read README.md")
     page.wait_for_selector(".usage", timeout=WAIT)
     path = page.url[len(url):]
     context.close()

@@ -22,6 +22,7 @@ import pytest
 
 from tests.browser.conftest import embedded_server
 from tests.browser.conftest import logged_in as login_context
+from tests.browser.conftest import send_message
 
 pytestmark = pytest.mark.browser
 
@@ -83,8 +84,7 @@ def ask_and_wait_for_card(owner, workspace: Path, text: str, meanwhile=None) -> 
     (workspace / "build").mkdir(parents=True, exist_ok=True)
     (workspace / "build" / "keep.txt").write_text("artefact")
     before = owner.locator(".approval-card").count()
-    owner.fill("#composer-text", text)
-    owner.press("#composer-text", "Enter")
+    send_message(owner, text)
     if meanwhile is not None:
         meanwhile()
     card = owner.locator(".approval-card").nth(before)

@@ -22,7 +22,7 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
-from tests.browser.conftest import embedded_server, logged_in
+from tests.browser.conftest import embedded_server, logged_in, send_message, wait_for_chat
 
 pytestmark = pytest.mark.browser
 
@@ -93,11 +93,6 @@ def new_chat(page) -> str:
     return page.url
 
 
-def send(page, text: str) -> None:
-    page.fill("#composer-text", text)
-    page.press("#composer-text", "Enter")
-
-
 def no_horizontal_scroll(page) -> bool:
     return page.evaluate("() => document.scrollingElement.scrollWidth <= window.innerWidth")
 
@@ -114,7 +109,7 @@ def test_send_after_logout_goes_to_login_and_keeps_the_text(server, browser):
         other.goto(f"{url}/")
         other.click("form[action='/logout/'] button")
         other.wait_for_url(re.compile(r".*/login/.*"))
-        send(page, "my precious draft\nsecond line")
+        send_message(page, "my precious draft\nsecond line")
         page.wait_for_url(re.compile(r".*/login/\?next=.*"))
         assert page.locator("#id_username").is_visible()  # a whole page, not a fragment
         assert parse_qs(urlsplit(page.url).query)["next"] == [chat_path]
@@ -125,6 +120,7 @@ def test_send_after_logout_goes_to_login_and_keeps_the_text(server, browser):
         assert page.input_value("#composer-text") == "my precious draft\nsecond line"
         assert page.locator("#transcript .msg-user").count() == 0  # nothing was sent
         # Sending it now works, and the draft is forgotten once sent.
+        wait_for_chat(page)
         page.press("#composer-text", "Enter")
         page.wait_for_selector("#transcript .msg-user", timeout=WAIT_MS)
         page.reload()
@@ -175,7 +171,7 @@ def test_team_admin_sees_the_members_name(server, browser):
         assert labels == [MEMBER]
         # Mia writes while the admin watches: the live message is labelled too.
         mia.goto(page.url)
-        send(mia, "hello from mia")
+        send_message(mia, "hello from mia")
         mia.wait_for_selector("#transcript >> text=Hi Mia.", timeout=WAIT_MS)
         page.wait_for_selector("#transcript >> text=Hi Mia.", timeout=WAIT_MS)
         labels = page.locator("#transcript .msg-user .msg-meta").all_inner_texts()
@@ -194,7 +190,7 @@ def test_stopped_tool_card_says_stopped(server, browser):
     page.set_default_timeout(WAIT_MS)
     try:
         new_chat(page)
-        send(page, "sleep please")
+        send_message(page, "sleep please")
         card = page.locator(".tool-card").first
         card.wait_for()
         page.wait_for_selector(".tool-card[data-status=running]")
@@ -214,7 +210,7 @@ def test_cancelled_approval_says_cancelled(server, browser):
     page.set_default_timeout(WAIT_MS)
     try:
         new_chat(page)
-        send(page, "clean the build")
+        send_message(page, "clean the build")
         page.wait_for_selector(".approval-card[data-state=pending]")
         page.wait_for_selector("#turn-status[data-state=awaiting_approval]")
         page.click("#stop-button")
@@ -282,7 +278,7 @@ def test_tool_card_summaries_say_what_the_call_does(server, browser):
     page.set_default_timeout(WAIT_MS)
     try:
         chat_url = new_chat(page)
-        send(page, "make hello")
+        send_message(page, "make hello")
         page.wait_for_selector("#transcript >> text=All done with hello.")
         page.wait_for_selector("#turn-status[data-state=idle]")
         live = page.locator(".tool-card .tool-summary").all_inner_texts()

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from tests.browser.conftest import logged_in
+from tests.browser.conftest import send_message
 from tests.sessions.test_prefix_discipline import earliest_message_breakpoint, holds
 
 pytestmark = pytest.mark.browser
@@ -43,8 +44,7 @@ def test_twenty_four_browser_turns_keep_the_prefix_and_read_the_cache(
     page.wait_for_selector("#composer-text")
     for n in range(1, TURNS + 1):
         text = f"list the files, round {n}" if n % TOOL_EVERY == 0 else f"hello {n}"
-        page.fill("#composer-text", text)
-        page.press("#composer-text", "Enter")
+        send_message(page, text)
         # One usage line per finished turn.
         page.wait_for_function(
             f"() => document.querySelectorAll('#transcript .usage').length >= {n}",

@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from tests.browser.conftest import logged_in
+from tests.browser.conftest import send_message
 
 pytestmark = pytest.mark.browser
 
@@ -61,8 +62,7 @@ def test_chat_streams_tools_survives_reload_and_fits_a_phone(server, browser):
     page.wait_for_selector("#composer-text")
     chat_url = page.url
 
-    page.fill("#composer-text", "list the files and read README.md")
-    page.press("#composer-text", "Enter")
+    send_message(page, "list the files and read README.md")
     # The tool cards arrive over the socket and finish.
     page.wait_for_selector(".tool-card[data-status=done] >> nth=1", timeout=30_000)
     assert page.locator(".tool-card .tool-name").all_inner_texts() == ["terminal", "read_file"]

@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from tests.browser.conftest import logged_in
+from tests.browser.conftest import send_message
 
 pytestmark = pytest.mark.browser
 
@@ -32,8 +33,7 @@ def test_three_child_cards_update_live_and_link_to_read_only_transcripts(server,
     context, page = logged_in(browser, url, "demo", password)
     page.click("#new-session")
     page.wait_for_selector("#composer-text")
-    page.fill("#composer-text", "delegate three tasks")
-    page.press("#composer-text", "Enter")
+    send_message(page, "delegate three tasks")
     page.wait_for_selector(".child-cards .child-card >> nth=2", timeout=30_000)
     goals = page.locator(".child-card .child-goal").all_inner_texts()
     assert goals == GOALS

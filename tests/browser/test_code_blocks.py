@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from tests.browser.conftest import logged_in
+from tests.browser.conftest import send_message
 
 pytestmark = pytest.mark.browser
 
@@ -33,8 +34,7 @@ def chat(server, browser):
     context, page = logged_in(browser, url, "demo", password)
     page.click("#new-session")
     page.wait_for_selector("#composer-text")
-    page.fill("#composer-text", "count and code")
-    page.press("#composer-text", "Enter")
+    send_message(page, "count and code")
     # Live: the block that arrived over the socket (replacing the streamed text) is
     # highlighted and gets its button.
     page.wait_for_selector(".markdown pre code span.k", timeout=30_000)

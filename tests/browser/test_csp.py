@@ -12,7 +12,7 @@ import threading
 import httpx
 import pytest
 
-from tests.browser.conftest import free_port, logged_in
+from tests.browser.conftest import free_port, logged_in, send_message
 
 pytestmark = pytest.mark.browser
 
@@ -78,8 +78,7 @@ def test_csp_header_and_no_violation_on_the_chat_page(server, browser):
             c["name"]: c["value"] for c in context.cookies()}).headers[
             "content-security-policy"]
         page.wait_for_function("() => document.getElementById('banner').hidden")
-        page.fill("#composer-text", "show me a picture")
-        page.press("#composer-text", "Enter")
+        send_message(page, "show me a picture")
         page.wait_for_selector("#transcript .msg-assistant >> text=Done.", timeout=30_000)
         page.wait_for_selector("#turn-status[data-state=idle]", timeout=30_000)
         link = page.locator("#transcript a.image-link")

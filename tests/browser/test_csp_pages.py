@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.conftest import ROOT, embedded_server, logged_in
+from tests.browser.conftest import ROOT, embedded_server, logged_in, send_message
 
 pytestmark = pytest.mark.browser
 
@@ -57,11 +57,6 @@ def seen(page, console) -> list[str]:
     return page.evaluate("() => window.__csp || []") + console
 
 
-def send(page, text: str) -> None:
-    page.fill("#composer-text", text)
-    page.press("#composer-text", "Enter")
-
-
 def open_everything(page) -> None:
     """Open what a user clicks open on the session page (each may draw new elements); the
     popovers last, as they cover what is under them."""
@@ -85,10 +80,10 @@ def test_no_csp_violation_on_the_main_pages(server, browser):
 
         page.click("#new-session")
         page.wait_for_selector("#composer-text")
-        send(page, "list the files and read README.md")
+        send_message(page, "list the files and read README.md")
         page.wait_for_selector(".usage")  # the turn ran terminal and read_file and ended
         assert page.locator(".tool-card[data-status=done]").count() == 2
-        send(page, "run rm -rf build")
+        send_message(page, "run rm -rf build")
         page.wait_for_selector(".approval-card")
         page.wait_for_selector("#turn-status[data-state=awaiting_approval]")
         open_everything(page)

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.browser.conftest import ROOT, embedded_server, logged_in
+from tests.browser.conftest import ROOT, embedded_server, logged_in, send_message
 
 pytestmark = pytest.mark.browser
 
@@ -62,8 +62,7 @@ def new_session(page, url: str) -> str:
 
 
 def send(page, text: str) -> None:
-    page.fill("#composer-text", text)
-    page.press("#composer-text", "Enter")
+    send_message(page, text)
     page.wait_for_selector("#turn-status[data-state=running], #turn-status[data-state=queued]",
                            timeout=WAIT)
     page.wait_for_selector("#turn-status[data-state=idle]", timeout=WAIT)
@@ -178,8 +177,7 @@ def test_escape_stops_a_running_turn(server, browser):
     url, _, password = server
     context, page = logged_in(browser, url, "demo", password, viewport=DESKTOP)
     new_session(page, url)
-    page.fill("#composer-text", "sleep please")
-    page.press("#composer-text", "Enter")
+    send_message(page, "sleep please")
     page.wait_for_selector(".tool-card[data-status=running]", timeout=WAIT)
     page.click("#transcript")  # the key goes to the page, not the composer
     page.keyboard.press("Escape")
@@ -298,8 +296,7 @@ def test_hidden_tab_gets_a_title_badge_and_a_notification_for_an_approval(server
     new_session(page, url)
     page.reload()
     page.evaluate("window.__hidden = true")
-    page.fill("#composer-text", "clean up")
-    page.press("#composer-text", "Enter")
+    send_message(page, "clean up")
     page.wait_for_function("() => document.title.startsWith('(1) ')", timeout=WAIT)
     assert page.evaluate("window.__notes") == ["An approval is waiting"]
     page.evaluate("window.__hidden = false; document.dispatchEvent(new Event('visibilitychange'))")

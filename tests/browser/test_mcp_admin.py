@@ -11,6 +11,7 @@ import pytest
 
 from tests.browser.conftest import embedded_server
 from tests.browser.conftest import logged_in
+from tests.browser.conftest import send_message
 from tests.mcp_servers.launch import stdio_command
 
 pytestmark = pytest.mark.browser
@@ -75,8 +76,7 @@ def test_admin_adds_a_server_and_a_members_session_calls_it(server, browser):
     member.set_default_timeout(WAIT_MS)
     member.click("#new-session")
     member.wait_for_selector("#composer-text")
-    member.fill("#composer-text", "please echo something")
-    member.press("#composer-text", "Enter")
+    send_message(member, "please echo something")
     member.wait_for_selector("#transcript >> text=The server answered: echo done.")
     card = member.locator(".tool-card").first
     assert "mcp__tools__echo" in card.text_content()

@@ -12,6 +12,7 @@ import pytest
 
 from tests.browser.conftest import embedded_server
 from tests.browser.conftest import logged_in as login_context
+from tests.browser.conftest import send_message
 
 pytestmark = pytest.mark.browser
 
@@ -45,8 +46,7 @@ def test_member_sees_dollars_in_chat_and_on_spend_on_a_phone(server, browser):
     try:
         page.click("#new-session")
         page.wait_for_selector("#composer-text")
-        page.fill("#composer-text", "list the files and read README.md")
-        page.press("#composer-text", "Enter")
+        send_message(page, "list the files and read README.md")
         # the usage line arrives with turn.finished over the websocket (slow on a busy host)
         usage = page.wait_for_selector(".usage .cost", timeout=90_000)
         assert DOLLARS.search(usage.inner_text()), usage.inner_text()

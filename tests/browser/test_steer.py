@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from tests.browser.conftest import logged_in
+from tests.browser.conftest import send_message
 
 pytestmark = pytest.mark.browser
 
@@ -37,14 +38,15 @@ def test_alt_enter_steers_the_running_turn_between_two_tool_calls(server, browse
     page.wait_for_selector("#composer-text")
     assert page.is_visible("#steer-button")
 
-    page.fill("#composer-text", "do the two steps")
-    page.press("#composer-text", "Enter")  # plain Enter: an ordinary message
+    send_message(page, "do the two steps")  # plain Enter: an ordinary message
     page.wait_for_selector(".tool-card[data-status=running]", timeout=30_000)
 
     page.fill("#composer-text", CORRECTION)
     page.press("#composer-text", "Alt+Enter")
     page.wait_for_selector(".queued-steer", timeout=10_000)
-    assert page.input_value("#composer-text") == ""
+    # The queued bubble can arrive over the socket before the POST's answer clears the box.
+    page.wait_for_function("() => document.getElementById('composer-text').value === ''",
+                           timeout=10_000)
     assert page.get_attribute("#turn-status", "data-state") == "running"
 
     page.wait_for_function("() => document.getElementById('transcript').innerText"

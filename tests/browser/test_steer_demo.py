@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from tests.browser.conftest import logged_in
+from tests.browser.conftest import send_message
 
 pytestmark = pytest.mark.browser
 
@@ -26,13 +27,11 @@ def test_a_new_user_can_steer_the_slow_demo(server, browser, viewport):
         page.click("#header-new-session")
         page.wait_for_selector("#composer-text")
         assert "send “slow demo”" in page.inner_text("#empty-chat")
-        page.fill("#composer-text", "help")
-        page.press("#composer-text", "Enter")
+        send_message(page, "help")
         page.wait_for_selector("#transcript .msg-assistant >> text=slow demo")
         page.wait_for_selector("#turn-status[data-state=idle]")
 
-        page.fill("#composer-text", "slow demo")
-        page.press("#composer-text", "Enter")
+        send_message(page, "slow demo")
         page.wait_for_selector(".tool-card[data-status=running]")
         hint = page.locator("#turn-status .steer-hint")
         assert hint.is_visible() and "press Steer" in hint.inner_text()

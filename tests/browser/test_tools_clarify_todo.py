@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from tests.browser.conftest import logged_in
+from tests.browser.conftest import send_message
 
 pytestmark = pytest.mark.browser
 
@@ -33,11 +34,6 @@ RULES = [
 ]
 
 
-def send(page, text: str) -> None:
-    page.fill("#composer-text", text)
-    page.press("#composer-text", "Enter")
-
-
 def test_a_clarify_question_round_trips_and_the_todo_panel_updates_live(server, browser):
     url, sim_url, password = server
     httpx.post(f"{sim_url}/_sim/script", json={"rules": RULES}, timeout=10).raise_for_status()
@@ -48,7 +44,7 @@ def test_a_clarify_question_round_trips_and_the_todo_panel_updates_live(server, 
     page.evaluate("() => { window.__notReloaded = true; }")
     assert not page.locator("#todo-panel").is_visible()
 
-    send(page, "style the button")
+    send_message(page, "style the button")
     card = page.locator(".clarify-card[data-state=pending]")
     card.wait_for()
     assert "Which colour should the button be?" in card.inner_text()
@@ -68,7 +64,7 @@ def test_a_clarify_question_round_trips_and_the_todo_panel_updates_live(server, 
     assert tool.locator(".tool-status").inner_text() == "done"
     page.wait_for_selector("#turn-status[data-state=idle]")
 
-    send(page, "border please")
+    send_message(page, "border please")
     second = page.locator(".clarify-card[data-state=pending]")
     second.wait_for()
     assert second.locator("button.clarify-choice").count() == 0
@@ -76,7 +72,7 @@ def test_a_clarify_question_round_trips_and_the_todo_panel_updates_live(server, 
     second.locator("button[type=submit]").click()
     page.wait_for_selector("#transcript >> text=Going with your colour, teal.")
 
-    send(page, "plan it")
+    send_message(page, "plan it")
     page.wait_for_selector("#todo-panel:not([hidden]) .todo-item")
     panel = page.locator("#todo-panel")
     assert "1/2 done" in panel.inner_text()

@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.browser.conftest import embedded_server, logged_in
+from tests.browser.conftest import embedded_server, logged_in, send_message
 
 pytestmark = pytest.mark.browser
 
@@ -148,8 +148,7 @@ def test_stop_and_resume_labels_never_break_inside_the_word(server, browser, nam
 
         page.click("#header-new-session")
         page.wait_for_selector("#composer-text")
-        page.fill("#composer-text", "slow demo")
-        page.press("#composer-text", "Enter")
+        send_message(page, "slow demo")
         page.wait_for_selector(".tool-card[data-status=running]")
         assert page.locator("#turn-status .steer-hint").is_visible()
         assert_one_line(page, "#stop-button")
@@ -170,8 +169,7 @@ def test_non_zero_exit_shows_attention_state_live_and_after_reload(server, brows
             ("run ls no-such-dir", "failed", "exit 2"),
             ("run no-such-command-here", "failed", "exit 127"),
             ("run true", "done", "done")]):
-        page.fill("#composer-text", text)
-        page.press("#composer-text", "Enter")
+        send_message(page, text)
         page.wait_for_function(
             "([i, s]) => { const c = document.querySelectorAll('.tool-card')[i];"
             " return c && c.dataset.status === s; }", arg=[n, status])

@@ -11,12 +11,19 @@ time to first token, what the window costs) belong to benchmarks/bench_stream.py
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
+from django.utils import timezone
 from asgiref.sync import async_to_sync
 from channels.testing import WebsocketCommunicator
 
 from simulator.script import Reply, Script, ToolCallSpec
-from sessions.models import Message, RunEvent, Turn
+from accounts.budgets import budget_spent
+from accounts.models import SpendReservation, Team
+from accounts.services import budget_set
+from agents.context.tokens import estimate_text_tokens
+from sessions.models import Message, RunEvent, Turn, UsageRecord
 from sessions.services import session_create
 from tests.sessions.test_consumers import APPS, ORIGIN, application, cookie_for
 
@@ -163,17 +170,15 @@ def test_should_stop_reads_the_flag_the_last_delta_write_returned_without_a_poll
     assert stop_polls(queries.captured_queries) == 1
 
 
-def test_stop_pressed_while_text_streams_cancels_the_turn_mid_reply(client, settings, alice,
-                                                                    simulator, worker):
-    """Through a real turn: the socket's stop frame lands while the reply streams (every
-    delta written), the turn ends cancelled before the reply is complete, and every frame
-    the socket got is a stored event, once, in seq order."""
+def stop_mid_reply(client, settings, user, simulator, *, words: list[str]):
+    """A real turn whose reply is ``words`` (10 ms a token, every delta written); the
+    socket sends the stop frame after the fifth text.delta frame. Returns (frames up to
+    turn.cancelled/…, session)."""
     settings.HERMES = {**settings.HERMES, "DELTA_BATCH_MS": 0, "FIRST_DELTA_FLUSH": True}
-    words = [f"w{n}" for n in range(300)]
     simulator.state.script = Script(lambda request: Reply(text=" ".join(words),
                                                           token_delay=0.01))
-    session = session_create(user=alice, title="stop")
-    cookie = cookie_for(client, alice)
+    session = session_create(user=user, title="stop")
+    cookie = cookie_for(client, user)
 
     async def scenario() -> list[dict]:
         ws = WebsocketCommunicator(application(), f"/ws/sessions/{session.pk}/",
@@ -190,13 +195,55 @@ def test_stop_pressed_while_text_streams_cancels_the_turn_mid_reply(client, sett
         await ws.disconnect()
         return frames
 
-    frames = async_to_sync(scenario)()
+    return async_to_sync(scenario)(), session
+
+
+def test_stop_pressed_while_text_streams_cancels_the_turn_mid_reply(client, settings, alice,
+                                                                    simulator, worker):
+    """Through a real turn: the socket's stop frame lands while the reply streams (every
+    delta written), the turn ends cancelled before the reply is complete, and every frame
+    the socket got is a stored event, once, in seq order."""
+    words = [f"w{n}" for n in range(300)]
+    frames, session = stop_mid_reply(client, settings, alice, simulator, words=words)
     assert Turn.objects.get(session=session).status == Turn.Status.CANCELLED
     streamed = "".join(f["payload"]["text"] for f in frames if f["type"] == "text.delta")
     assert streamed and len(streamed.split()) < len(words)
     stored = list(RunEvent.objects.filter(session=session).order_by("seq")
                   .values_list("seq", "type"))
     assert [(f["seq"], f["type"]) for f in frames if "seq" in f] == stored
+
+
+def test_a_reply_stopped_mid_stream_is_billed_and_counts_against_the_cap(
+        client, settings, alice, make_user, simulator, worker):
+    """The provider bills a stopped stream (the input, and the output it generated): the
+    stopped call gets its UsageRecord (input and cache as message_start reported them,
+    output counted from the text shown), priced, in the turn's cost line, spent against the
+    team's cap, with its reservation settled. Before, a stop recorded nothing: stopping
+    every reply after its first words was spend no cap saw."""
+    boss = make_user("boss", team="blue", role="admin")
+    budget = budget_set(actor=boss, scope="team", team=Team.objects.get(name="blue"),
+                        period="day", limit="5")
+    words = [f"w{n}" for n in range(300)]
+    frames, session = stop_mid_reply(client, settings, alice, simulator, words=words)
+    turn = Turn.objects.get(session=session)
+    assert turn.status == Turn.Status.CANCELLED
+    shown = "".join(f["payload"]["text"] for f in frames if f["type"] == "text.delta")
+    record = UsageRecord.objects.get(turn=turn)
+    billed = simulator.state.requests[-1].usage  # what the simulator's message_start said
+    assert (record.input_tokens, record.cache_read_tokens, record.cache_write_5m_tokens + record.cache_write_1h_tokens) == (
+        billed["input_tokens"], billed["cache_read_input_tokens"],
+        billed["cache_creation_input_tokens"])  # reported, not a guess
+    assert record.input_tokens + record.cache_read_tokens + record.cache_write_5m_tokens > 0
+    assert record.output_tokens == max(1, estimate_text_tokens(shown))
+    assert record.estimated is False and record.raw.get("stopped") is True
+    assert record.cost_usd is not None and record.cost_usd > 0
+    assert budget_spent(budget, now=timezone.now()) == record.cost_usd
+    assert not SpendReservation.objects.exists()
+    usage = [f for f in frames if f["type"] == "usage"]
+    assert len(usage) == 1 and Decimal(usage[0]["payload"]["cost_usd"]) == record.cost_usd
+    # The text the user saw is kept, in the same write as its usage.
+    kept = Message.objects.get(session=session, role="assistant")
+    assert kept.content == shown
 
 
 @pytest.mark.services
