@@ -23,6 +23,7 @@ from django.utils.safestring import SafeString, mark_safe
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from agents.wording import served_label
 from sessions.highlight import code_highlight
 from sessions.hooks import APPROVALS
 from sessions.models import ClarifyQuestion, Message, RunEvent, Session, Turn, UsageRecord
@@ -449,6 +450,15 @@ def _turn_footers(turns: list[Turn]) -> dict[int | None, list[dict]]:
         w1=Sum("cache_write_1h_tokens"), usd=Sum("cost_usd"),
         unknown=Count("id", filter=Q(cost_usd__isnull=True)),
         cost_unknown=Max("cost_unknown_reason"))}
+    # Who served each turn, in call order, as the live line said it (turn.finished's
+    # usage totals): without it a reload dropped "served by" from every cost line.
+    served: dict[int, list[str]] = {}
+    for turn_id, provider, model, credential in UsageRecord.objects.filter(
+            turn__in=[t.pk for t in turns]).order_by("id").values_list(
+            "turn_id", "provider", "model", "credential"):
+        label = served_label(provider, model, credential)
+        if label not in served.setdefault(turn_id, []):
+            served[turn_id].append(label)
     footers: dict[int | None, list[dict]] = {}
     # A correction that landed inside another turn is part of that turn, not a turn; a
     # rewound exchange (rewind, edit, regenerate) is not shown, nor is its usage line.
@@ -479,7 +489,7 @@ def _turn_footers(turns: list[Turn]) -> dict[int | None, list[dict]]:
             row = usage[turn.pk]
             item = usage_item(turn.pk, {
                 **row, "cache_write_tokens": (row["w5"] or 0) + (row["w1"] or 0),
-                "cost_usd": row["usd"],
+                "cost_usd": row["usd"], "served_by": served.get(turn.pk, ()),
                 "cost_unknown": row["cost_unknown"] if row["unknown"] else ""})
             if not item["empty"]:
                 parts.append({"kind": "usage", "usage": item})

@@ -27,6 +27,7 @@ from agents.messages import Message as AgentMessage
 from agents.messages import ModelRequest, ModelResponse, ToolCall, Usage
 from agents.pricing import Buckets
 from agents.context.tokens import estimate_message_tokens, estimate_text_tokens
+from agents.wording import served_label
 from agents.tools.ledger import LedgerEntry, LedgerKey, ledger_key
 from sessions.events import delta_append, event_append
 from sessions.hooks import MONEY
@@ -354,8 +355,7 @@ class DbSink:
             usage = estimated_usage(request, response, self.estimate)
         provider = response.provider or self.session.provider
         model = response.model or request.model
-        served = f"{provider}/{model}" + (
-            f" (key {response.credential})" if response.credential else "")
+        served = served_label(provider, model, response.credential)
         if served not in self.usage_total.setdefault("served_by", []):
             self.usage_total["served_by"].append(served)
         now = timezone.now()

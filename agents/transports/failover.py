@@ -33,6 +33,7 @@ from agents import Transport
 from agents.errors import TransportError
 from agents.messages import ModelRequest, ModelResponse
 from agents.transports.errors import ClassifiedError, FailoverReason
+from agents.wording import served_label
 
 COOLDOWN_BASE_SECONDS = 30.0
 COOLDOWN_MAX_SECONDS = 900.0
@@ -119,8 +120,7 @@ class Route:
 
     def label(self) -> str:
         """How the user sees this route: provider, model and key label."""
-        key = f" (key {self.credential})" if self.credential else ""
-        return f"{self.provider}/{self.model}{key}"
+        return served_label(self.provider, self.model, self.credential)
 
 
 FailoverNotice = Callable[[Route, Route | None, ClassifiedError], None]

@@ -3,6 +3,7 @@ budgets that stop a real turn and let it resume once the cap is raised."""
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from decimal import Decimal
 
@@ -14,7 +15,9 @@ from django.utils import timezone
 from accounts.models import Budget, RateOverride, SpendReservation, Team
 from accounts.services import budget_set, turn_budget_resume
 from approvals.models import AuditEntry
+from sessions.events import event_to_dict
 from sessions.models import Message, RunEvent, Session, Turn, UsageRecord
+from sessions.rendering import event_frame
 from sessions.services import session_create, turn_start
 from sessions.tasks import turn_run_task
 
@@ -185,3 +188,20 @@ def test_unknown_cost_policy_blocks_by_default_and_can_allow(team_users):
                unknown_policy="allow")
     budget_reserve(session=session, model="x/unknown", prompt_estimate=10, max_tokens=10)
     assert SpendReservation.objects.filter(session=session).count() == 1
+
+
+def test_a_reload_draws_the_cost_line_the_live_page_drew(team_users, login):
+    """The cost line of a finished turn, as the socket drew it (turn.finished's partial) and
+    as a reload of the page draws it (the stored UsageRecords summed): the same tokens, the
+    same dollars, the same "served by". A reload used to drop who served the turn."""
+    _, mia = team_users
+    session = session_create(user=mia)
+    turn = turn_start(session=session, user=mia, text="list the files and read README.md")
+    run(session.pk)
+    finished = RunEvent.objects.get(session=session, type="turn.finished")
+    live = re.search(r'<p class="usage"[^>]*>.*?</p>',
+                     event_frame(event_to_dict(finished))["html"], re.S).group(0)
+    assert f'id="usage-{turn.pk}"' in live and "served by simulator/" in live
+    page = login(mia).get(f"/sessions/{session.pk}/").content.decode()
+    assert re.search(rf'<p class="usage" id="usage-{turn.pk}">.*?</p>', page, re.S).group(0) \
+        == live
