@@ -16,18 +16,17 @@ import re
 from typing import Any
 
 import nh3
-from django.db.models import Count, Max, Q, Sum
 from django.template.loader import render_to_string
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from agents.wording import served_label
 from sessions.highlight import code_highlight
 from sessions.hooks import APPROVALS
-from sessions.models import ClarifyQuestion, Message, RunEvent, Session, Turn, UsageRecord
+from sessions.models import ClarifyQuestion, Message, RunEvent, Session, Turn
 from sessions.selectors import event_list_after, message_list_display
+from sessions.sink import turn_usage_totals
 from sessions.steer import STEER, STEERED
 from sessions.tool_cards import (APPROVAL_STATUSES, AWAITING_ANSWER, DESCRIBERS, call_arguments,
                                  tool_status, tool_summary)
@@ -440,25 +439,15 @@ def transcript_context(*, session: Session, user, request=None) -> dict:
                        "turn_id": running.pk if running else None}}
 
 
+UNFINISHED = (Turn.Status.QUEUED, Turn.Status.RUNNING, *WAITING_STATUSES)
+"""A turn in these has no cost line yet: drawn on a reload mid-turn it sat above the reply
+that arrived after it (the live line replaced it in place, still above)."""
+
+
 def _turn_footers(turns: list[Turn]) -> dict[int | None, list[dict]]:
     """Per finished turn, the usage line (and failure notice), keyed by the id of the next
     turn's user message (None: the end of the transcript)."""
-    usage = {row["turn_id"]: row for row in UsageRecord.objects.filter(
-        turn__in=[t.pk for t in turns]).values("turn_id").annotate(
-        input_tokens=Sum("input_tokens"), output_tokens=Sum("output_tokens"),
-        cache_read_tokens=Sum("cache_read_tokens"), w5=Sum("cache_write_5m_tokens"),
-        w1=Sum("cache_write_1h_tokens"), usd=Sum("cost_usd"),
-        unknown=Count("id", filter=Q(cost_usd__isnull=True)),
-        cost_unknown=Max("cost_unknown_reason"))}
-    # Who served each turn, in call order, as the live line said it (turn.finished's
-    # usage totals): without it a reload dropped "served by" from every cost line.
-    served: dict[int, list[str]] = {}
-    for turn_id, provider, model, credential in UsageRecord.objects.filter(
-            turn__in=[t.pk for t in turns]).order_by("id").values_list(
-            "turn_id", "provider", "model", "credential"):
-        label = served_label(provider, model, credential)
-        if label not in served.setdefault(turn_id, []):
-            served[turn_id].append(label)
+    usage = turn_usage_totals([t.pk for t in turns])  # as turn.finished carried them
     footers: dict[int | None, list[dict]] = {}
     # A correction that landed inside another turn is part of that turn, not a turn; a
     # rewound exchange (rewind, edit, regenerate) is not shown, nor is its usage line.
@@ -482,15 +471,13 @@ def _turn_footers(turns: list[Turn]) -> dict[int | None, list[dict]]:
         if turn.user_message_id is not None:
             after = turn.user_message_id
     for turn, after in zip(shown, reversed(afters)):
+        if turn.status in UNFINISHED:  # its line comes with turn.finished, after its reply
+            continue
         parts = []
         if turn.kind in COMMAND_KINDS and turn.status == Turn.Status.COMPLETED:
             parts.append(outcome_item(turn.pk, turn.kind, outcomes.get(turn.pk, "")))
         if turn.pk in usage:
-            row = usage[turn.pk]
-            item = usage_item(turn.pk, {
-                **row, "cache_write_tokens": (row["w5"] or 0) + (row["w1"] or 0),
-                "cost_usd": row["usd"], "served_by": served.get(turn.pk, ()),
-                "cost_unknown": row["cost_unknown"] if row["unknown"] else ""})
+            item = usage_item(turn.pk, usage[turn.pk])
             if not item["empty"]:
                 parts.append({"kind": "usage", "usage": item})
         if turn.status == Turn.Status.FAILED and turn.error:

@@ -56,7 +56,7 @@ from sessions.inputs import prompt_session_label
 from sessions.leases import lease_held_by_other, lease_renew, lease_validate
 from sessions.models import Session, Turn
 from sessions.services import workspace_path
-from sessions.sink import DbSink, ledger_for, started_call_ids
+from sessions.sink import DbSink, ledger_for, started_call_ids, turn_usage_totals
 from sessions.transcript import history_load, message_to_agent
 from sessions.waits import WAITING_STATUSES, turn_ended, turn_ended_hooked
 from sessions.writes import StartFacts, turn_finish_write
@@ -821,7 +821,10 @@ def _finish(ctx: TurnContext, sink: DbSink, status: str, event: str, payload: di
         log.exception("flushing text of turn %s failed", ctx.turn.pk)
         error = f"{error}\n(streamed text not flushed: {exc!r})".strip()
     recent = sink.lease_fresh()
-    payload = {"turn_id": ctx.turn.pk, "usage": sink.usage_total, **payload}
+    usage = sink.usage_total
+    if ctx.resumed:  # earlier runs of this turn (before an approval, ...) made calls too
+        usage = turn_usage_totals([ctx.turn.pk]).get(ctx.turn.pk, usage)
+    payload = {"turn_id": ctx.turn.pk, "usage": usage, **payload}
     if recent and not turn_ended_hooked(child=ctx.session.parent_id is not None):
         # Our lease is live (a write renewed it moments ago) and no parent waits on this
         # turn: the whole end is one statement where the database allows it.

@@ -57,6 +57,40 @@ def estimated_usage(request: ModelRequest, response: ModelResponse,
                  raw={"estimated": True})
 
 
+def turn_usage_totals(turn_ids: list[int]) -> dict[int, dict]:
+    """The usage totals of each turn of ``turn_ids`` summed from its stored UsageRecords, in
+    the shape of ``DbSink.usage_total`` (what turn.finished carries): the four token buckets
+    (``cache_write_tokens`` both TTLs), ``calls``, ``served_by`` (route labels in call
+    order), ``cost_usd`` (USD decimal string of the priced calls; absent when none is
+    priced) and ``cost_unknown`` (why a call has no price; absent when every call has one).
+    A turn with no record is absent. One query. The reloaded page's cost lines come from
+    here, and so does the live line of a turn that ran in several pieces (approval,
+    children, a dead worker, a budget): its sink saw only the last piece's calls."""
+    totals: dict[int, dict] = {}
+    for (turn_id, provider, model, credential, input_tokens, output_tokens, cache_read,
+         write_5m, write_1h, cost, unknown) in UsageRecord.objects.filter(
+            turn__in=turn_ids).order_by("id").values_list(
+            "turn_id", "provider", "model", "credential", "input_tokens", "output_tokens",
+            "cache_read_tokens", "cache_write_5m_tokens", "cache_write_1h_tokens",
+            "cost_usd", "cost_unknown_reason"):
+        total = totals.setdefault(turn_id, {
+            "input_tokens": 0, "output_tokens": 0, "cache_read_tokens": 0,
+            "cache_write_tokens": 0, "calls": 0, "served_by": []})
+        total["calls"] += 1
+        total["input_tokens"] += input_tokens
+        total["output_tokens"] += output_tokens
+        total["cache_read_tokens"] += cache_read
+        total["cache_write_tokens"] += write_5m + write_1h
+        label = served_label(provider, model, credential)
+        if label not in total["served_by"]:
+            total["served_by"].append(label)
+        if cost is None:
+            total["cost_unknown"] = unknown or "no price"
+        else:
+            total["cost_usd"] = str(Decimal(total.get("cost_usd", "0")) + cost)
+    return totals
+
+
 def buckets_of_usage(usage: Usage) -> Buckets:
     """The priced buckets of a normalised Usage (agents/messages.py)."""
     return Buckets(input=usage.input_tokens, output=usage.output_tokens,

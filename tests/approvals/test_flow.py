@@ -10,9 +10,11 @@ in-memory broker, where nothing consumes it, so each test runs the resume by han
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from decimal import Decimal
 
 import pytest
 from django.db import connections
@@ -29,7 +31,9 @@ from approvals.services import (
     gate_state,
 )
 from sessions import toolbox
-from sessions.models import Message, RunEvent, Turn
+from sessions.events import event_to_dict
+from sessions.models import Message, RunEvent, Turn, UsageRecord
+from sessions.rendering import event_frame
 from sessions.runner import TurnContext
 from sessions.services import session_create, turn_start, workspace_path
 from sessions.tasks import turn_run_task
@@ -352,3 +356,35 @@ def test_a_gate_without_identity_or_with_another_identity_denies(people, scripte
     bare_ctx = PolicyContext(session_id=None, user_id=None, workspace=str(ctx.workspace))
     assert decide(dangerous, bare_ctx).rule == "missing_identity"
     assert check_command(DANGEROUS, bare_ctx).verdict == "deny"
+
+
+def test_a_turn_resumed_after_approval_shows_its_whole_cost_live_and_after_reload(
+        people, scripted, login):
+    """The turn ran in two pieces (the call that asked, then the resumed call after the
+    decision): turn.finished's cost line counts both calls, as the reloaded page does. The
+    live line used to count only the resumed piece's call."""
+    session = session_create(user=people["alice"])
+    build_dir(session)
+    turn, approval = awaiting(session, people)
+    # While the turn waits, a reload draws no cost line for it (nor does the live page): a
+    # line drawn now sat above the reply that came after it, and stayed there.
+    page = login(people["alice"]).get(f"/sessions/{session.pk}/").content.decode()
+    assert f'id="usage-{turn.pk}"' not in page
+    approval_decide(user=people["carol"], approval_id=approval.pk, choice="once")
+    run(session.pk)
+    turn.refresh_from_db()
+    assert turn.status == Turn.Status.COMPLETED
+    records = list(UsageRecord.objects.filter(turn=turn))
+    assert len(records) == 2  # one model call before the approval, one after
+    finished = RunEvent.objects.get(session=session, type="turn.finished").payload["usage"]
+    assert finished["calls"] == 2
+    assert finished["output_tokens"] == sum(r.output_tokens for r in records)
+    assert Decimal(finished["cost_usd"]) == sum(r.cost_usd for r in records)
+    live = re.search(r'<p class="usage"[^>]*>.*?</p>', event_frame(event_to_dict(
+        RunEvent.objects.get(session=session, type="turn.finished")))["html"], re.S).group(0)
+    page = login(people["alice"]).get(f"/sessions/{session.pk}/").content.decode()
+    assert re.search(rf'<p class="usage" id="usage-{turn.pk}">.*?</p>', page, re.S).group(0) \
+        == live
+    reply = Message.objects.filter(session=session, role="assistant").latest("id")
+    # the line comes after the reply
+    assert page.index(f'id="msg-{reply.pk}"') < page.index(f'id="usage-{turn.pk}"')
