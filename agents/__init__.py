@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Callable, Protocol
 
+from agents.errors import TurnCancelled
 from agents.messages import Message, ModelRequest, ModelResponse, ToolCall, Usage
 
 
@@ -71,12 +72,12 @@ class EventSink(Protocol):
         (the usage is kept even when the lease is lost); returns the message with id."""
         ...
 
-    def reply_stopped(self, message: Message | None, *, usage: Usage | None,
-                      request: ModelRequest) -> None:
-        """A provider call stopped by the user mid-stream (TurnCancelled.billed): its usage
-        record (``usage`` as the provider reported it before the stop, output counted from
-        the text shown; None: estimated) and ``message``, the text shown (None: none), in
-        ONE write; the usage is kept even when the lease is lost."""
+    def reply_stopped(self, stop: TurnCancelled, *, request: ModelRequest) -> None:
+        """The user stopped ``request``'s call: keep the text shown (``stop.partial``, as a
+        plain assistant message) and, when the provider was already answering
+        (``stop.billed``), the call's usage record (``stop.usage`` as reported before the
+        stop, output counted from the text shown; None: estimated), in ONE write; the
+        usage is kept even when the lease is lost."""
         ...
 
     def should_stop(self) -> bool:

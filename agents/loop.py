@@ -79,14 +79,8 @@ def run_turn(history: list[Message], *, harness: Harness, sink: EventSink,
         try:
             response = harness.transport.complete(request, on_text=sink.text_delta,
                                                   should_stop=sink.should_stop)
-        except TurnCancelled as exc:
-            partial = exc.partial
-            # keep what the user saw, demoted to plain assistant text
-            kept = Message(role="assistant", content=partial) if partial else None
-            if exc.billed:  # the provider was answering: the stopped call costs money too
-                sink.reply_stopped(kept, usage=exc.usage, request=request)
-            elif kept is not None:
-                sink.message_added(kept)
+        except TurnCancelled as exc:  # keeps the text shown; a stop mid-stream is billed too
+            sink.reply_stopped(exc, request=request)
             raise
         except TransportError as exc:
             partial = exc.partial

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Collection
 from typing import Any
 
 import nh3
@@ -26,7 +27,7 @@ from sessions.highlight import code_highlight
 from sessions.hooks import APPROVALS
 from sessions.models import ClarifyQuestion, Message, RunEvent, Session, Turn
 from sessions.selectors import event_list_after, message_list_display
-from sessions.sink import turn_usage_totals
+from sessions.sink import started_call_ids, turn_usage_totals
 from sessions.steer import STEER, STEERED
 from sessions.tool_cards import (APPROVAL_STATUSES, AWAITING_ANSWER, DESCRIBERS, call_arguments,
                                  tool_status, tool_summary)
@@ -139,13 +140,15 @@ def argument_summary(arguments: Any) -> str:
 
 
 def tool_card(call: dict, result: dict | None = None, *,
-              approval_state: str | None = None) -> dict:
+              approval_state: str | None = None, started: bool = True) -> dict:
     """Context for the tool-call partial: ``call`` is {id, name, arguments}; ``result`` the
     tool message dict (None while running); ``approval_state`` the state of the call's
-    approval request when it has one. Summary and status come from the arguments and the
+    approval request when it has one; ``started``: announced by ``tool.called`` (else a
+    call without result is "queued"). Summary and status come from the arguments and the
     result's metadata (sessions/tool_cards.py)."""
     output = None if result is None else (result.get("content") or "")
-    status, label = tool_status(result=result, approval_state=approval_state)
+    status, label = tool_status(result=result, approval_state=approval_state,
+                                started=started)
     if output is not None and len(output) > OUTPUT_PREVIEW_CHARS:
         output = output[:OUTPUT_PREVIEW_CHARS] + f"\n… ({len(output):,} chars in all)"
     arguments = call.get("arguments")
@@ -162,18 +165,22 @@ def tool_card(call: dict, result: dict | None = None, *,
 
 
 def message_item(message: dict, results: dict[str, dict] | None = None, *,
-                 user_label: str = "You", approvals: dict[str, str] | None = None) -> dict:
+                 user_label: str = "You", approvals: dict[str, str] | None = None,
+                 started: Collection[str] = ()) -> dict:
     """Context for the message partial: the bubble and, for an assistant message, one tool
-    card per tool call (filled from ``results`` keyed by tool_call_id when known, and from
-    ``approvals``: approval state by tool_call_id). ``user_label`` names the author of user
-    messages: "You" for the owner, the owner's name for a team admin (viewer_label)."""
+    card per tool call (filled from ``results`` keyed by tool_call_id when known, from
+    ``approvals``: approval state by tool_call_id, and ``started``: the ids of calls
+    without a result announced as started; the others are "queued"). ``user_label`` names
+    the author of user messages: "You" for the owner, the owner's name for a team admin
+    (viewer_label)."""
     results, approvals = results or {}, approvals or {}
     length = len(message.get("content") or "")
     return {"message": message, "dom_id": dom_id("msg", message["id"]),
             "html": markdown_html(message.get("content", "")), "user_label": user_label,
             "long": length > LONG_MESSAGE_CHARS, "length": length,
             "cards": [tool_card(c, results.get(c.get("id")),
-                                approval_state=approvals.get(c.get("id"))) for c in
+                                approval_state=approvals.get(c.get("id")),
+                                started=c.get("id") in started) for c in
                       message.get("tool_calls") or []]}
 
 
@@ -252,7 +259,9 @@ def event_html(event: dict, *, user=None, user_label: str = "You") -> str | None
         if user is None or approval_id is None:
             return None
         html = APPROVALS.event_html(user=user, payload={"approval": {"id": approval_id}})
-        if html and approval.get("state") in APPROVAL_STATUSES and approval.get("tool_call_id"):
+        state = approval.get("state")
+        if html and approval.get("tool_call_id") and (
+                state in APPROVAL_STATUSES or state == "pending"):
             html += _partial("tool-card", {"card": _approval_card_status(approval)})
         return html or None
     if type in STATUS_EVENTS:
@@ -332,8 +341,9 @@ def notice_text(type: str, payload: dict) -> str:
 
 
 def _approval_card_status(approval: dict) -> dict:
-    """The tool card of a call whose approval was cancelled, denied or expired: it never ran,
-    and the card says why (merged into the live card by static/chat.js)."""
+    """The tool card of a call whose approval is pending ("awaiting approval"), or was
+    cancelled, denied or expired: it never ran, and the card says why (merged into the live
+    card by static/chat.js)."""
     card = tool_card({"id": approval["tool_call_id"], "name": approval.get("tool_name"),
                       "arguments": {}}, None, approval_state=approval["state"])
     card["summary"] = ""  # keep the summary the live card already has
@@ -397,6 +407,11 @@ def transcript_context(*, session: Session, user, request=None) -> dict:
                  **dict.fromkeys(waiting.values_list("tool_call_id", flat=True),
                                  AWAITING_ANSWER)}  # questions waiting for the user
     footers = _turn_footers(turns)
+    # Calls without a result: which of them started (a reply's segments run one after
+    # another). Only a turn in progress has any, so this is usually no query.
+    unanswered = {c.get("id") for m in rows if m["role"] == "assistant"
+                  for c in m.get("tool_calls") or [] if c.get("id") not in results}
+    started = started_call_ids(session=session, ledgered=True, among=unanswered)
     items: list[dict] = []
     shown_results: set[str] = set()
     for m in rows:
@@ -406,7 +421,8 @@ def transcript_context(*, session: Session, user, request=None) -> dict:
             if m["tool_call_id"] not in shown_results:
                 items.append({"kind": "tool", "card": _orphan_result(m)})
             continue
-        item = message_item(m, results, user_label=user_label, approvals=approvals)
+        item = message_item(m, results, user_label=user_label, approvals=approvals,
+                            started=started)
         shown_results.update(c.get("id") for c in m.get("tool_calls") or [])
         items.append({"kind": "message", "item": item})
     for rest in footers.values():

@@ -23,6 +23,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
+from agents.errors import TurnCancelled
 from agents.messages import Message as AgentMessage
 from agents.messages import ModelRequest, ModelResponse, ToolCall, Usage
 from agents.pricing import Buckets
@@ -168,16 +169,22 @@ class DbSink:
         self._reply_call_ids.update(c.id for c in message.tool_calls)
         return stored
 
-    def reply_stopped(self, message: AgentMessage | None, *, usage: Usage | None,
-                      request: ModelRequest) -> None:
-        """A call the user stopped while the provider answered (agents.EventSink): billed,
-        so it gets a UsageRecord like a reply's, priced and settling the call's budget
-        reservation (accounts/budgets.py leaves it open for this write), with the text the
-        user saw, in ONE transaction under the lease (the usage is kept if the lease is
+    def reply_stopped(self, stop: TurnCancelled, *, request: ModelRequest) -> None:
+        """The user stopped ``request``'s call (agents.EventSink). The text shown is kept as a
+        plain assistant message. A call stopped while the provider answered
+        (``stop.billed``) is billed, so it also gets a UsageRecord like a reply's, priced
+        and settling the call's budget reservation (accounts/budgets.py leaves it open for
+        this write), in ONE transaction under the lease (the usage is kept if the lease is
         lost). The provider reports no output count before the end of a stream, so output
         is the estimate of the text shown, at least what message_start reported; the record
         is flagged ``estimated`` when the provider reported nothing at all."""
-        shown = message.content if message is not None else ""
+        shown = stop.partial
+        message = AgentMessage(role="assistant", content=shown) if shown else None
+        if not stop.billed:
+            if message is not None:
+                self.message_added(message)
+            return
+        usage = stop.usage
         if usage is not None:
             usage = replace(usage, output_tokens=max(usage.output_tokens,
                                                      estimate_text_tokens(shown)),

@@ -19,13 +19,15 @@ SUMMARY_CHARS = 120
 """Longest card summary (chars); longer ones end with an ellipsis."""
 FINISHED_STATUSES = frozenset({"done", "error", "failed", "stopped", "cancelled", "denied",
                                "expired"})
-"""Statuses after which a card never goes back to "running" (static/chat.js has the same)."""
+"""Statuses after which a card never goes back to "running" or "queued" (static/chat.js has
+the same)."""
 APPROVAL_STATUSES = {"cancelled": "cancelled", "denied": "denied", "expired": "expired"}
 """Approval request state → card status, for calls that never ran because of it."""
 AWAITING_ANSWER = "awaiting_answer"
 """The wait state of a clarify call whose question is pending (sessions/clarify.py): its card
 says it waits for the user's answer, not that it runs (nothing runs until they answer)."""
 WAITING_LABEL = "waiting for your answer"
+APPROVAL_WAITING_LABEL = "awaiting approval"
 
 
 def call_arguments(arguments: Any) -> dict | None:
@@ -133,12 +135,18 @@ def tool_summary(name: str, arguments: Any, meta: dict | None = None) -> str:
     return text if len(text) <= SUMMARY_CHARS else text[:SUMMARY_CHARS - 1] + "…"
 
 
-def tool_status(*, result: dict | None, approval_state: str | None = None) -> tuple[str, str]:
+def tool_status(*, result: dict | None, approval_state: str | None = None,
+                started: bool = True) -> tuple[str, str]:
     """(status, label) of a card. ``result``: the tool message dict (None while it has not
     answered); ``approval_state``: the state of the call's approval request, if any, or
-    AWAITING_ANSWER for a clarify call whose question is pending.
+    AWAITING_ANSWER for a clarify call whose question is pending; ``started``: the call was
+    announced as started (``tool.called``). A model reply's calls run one segment after
+    another (agents/tools/dispatch.py): a card said "running" for every call from the
+    moment the reply arrived, so three sequential 4-second steps all looked running at once.
 
-    running · waiting (label WAITING_LABEL: a clarify question waits for the user) · done · error (the tool failed) · failed with label "exit N" (a command that
+    queued (not started yet) · running · waiting (label WAITING_LABEL: a clarify question
+    waits for the user; label APPROVAL_WAITING_LABEL: its approval is pending) · done ·
+    error (the tool failed) · failed with label "exit N" (a command that
     ran and exited non-zero, from metadata exit_code) · stopped (the user pressed stop: the
     command was killed, or the call was skipped; metadata stopped; label "not run: steered"
     when a correction overtook it, metadata steered) · cancelled / denied /
@@ -153,8 +161,10 @@ def tool_status(*, result: dict | None, approval_state: str | None = None) -> tu
         return status, status
     if result is None and approval_state == AWAITING_ANSWER:
         return "waiting", WAITING_LABEL
+    if result is None and approval_state == "pending":
+        return "waiting", APPROVAL_WAITING_LABEL
     if result is None:
-        return "running", "running"
+        return ("running", "running") if started else ("queued", "queued")
     if result.get("is_error"):
         return "error", "timed out" if meta.get("timed_out") else "error"
     exit_code = _count(meta, "exit_code")

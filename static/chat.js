@@ -45,10 +45,11 @@
   function place(el) {
     var existing = el.id ? document.getElementById(el.id) : null;
     if (existing) {
-      /* Finished states (sessions/tool_cards.py FINISHED_STATUSES): never back to running. */
+      /* Finished states (sessions/tool_cards.py FINISHED_STATUSES): never back to running,
+         nor to queued (a reply's card before its call started). */
       var done = ["done", "error", "failed", "stopped", "cancelled", "denied", "expired"]
         .indexOf(existing.dataset.status) >= 0;
-      if (done && el.dataset.status === "running") return;
+      if (done && (el.dataset.status === "running" || el.dataset.status === "queued")) return;
       var merge = (existing.dataset.merge || "").split(" ").filter(Boolean);
       if (merge.length && existing.tagName === el.tagName && el.dataset.status !== "running") {
         merge.forEach(function (cls) {

@@ -298,7 +298,7 @@ def test_websocket_message_goes_through_the_task_and_the_gate(owner, scripted, p
     async def scenario():
         ws = WebsocketCommunicator(app, f"/ws/sessions/{session.pk}/",
                                    headers=[ORIGIN, (b"cookie", cookie.encode())])
-        connected, _ = await ws.connect()
+        connected, _ = await ws.connect(timeout=10)
         assert connected
         await ws.send_json_to({"type": "hello", "last_seq": 0})
         await ws.send_json_to({"type": "message", "text": "please clean the build"})

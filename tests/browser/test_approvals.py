@@ -95,7 +95,9 @@ def ask_and_wait_for_card(owner, workspace: Path, text: str, meanwhile=None) -> 
     owner.wait_for_function("() => { const b = document.getElementById('approvals-badge');"
                             " return b && b.textContent === '1' && b.offsetParent !== null; }")
     tool = owner.locator(".tool-card").nth(before)
-    assert tool.get_attribute("data-status") == "running"
+    # Nothing runs before the decision, and the card says so (it said "running").
+    owner.wait_for_selector(f".tool-card >> nth={before} >> .tool-status:text-is('awaiting approval')")
+    assert tool.get_attribute("data-status") == "waiting"
     assert (workspace / "build" / "keep.txt").exists()
     return f"approval-{card.get_attribute('data-approval-id')}"
 

@@ -75,7 +75,7 @@ def test_bad_frame_gets_an_error_frame_and_the_socket_stays_usable(client, alice
 
     async def scenario():
         ws = communicator(chat.pk, cookie)
-        assert (await ws.connect())[0]
+        assert (await ws.connect(timeout=10))[0]
         await ws.send_to(text_data=frame)
         reply = await ws.receive_json_from(timeout=5)
         assert reply["type"] == "error" and reason in reply["payload"]["reason"], reply
@@ -99,7 +99,7 @@ def test_nul_is_refused_on_the_socket_as_on_the_form(client, alice, chat):
 
     async def scenario():
         ws = communicator(chat.pk, cookie)
-        assert (await ws.connect())[0]
+        assert (await ws.connect(timeout=10))[0]
         await ws.send_json_to({"type": "message", "text": "hello\x00world"})
         reply = await ws.receive_json_from(timeout=3)
         await ws.disconnect()

@@ -95,7 +95,7 @@ def test_handshake_through_the_asgi_app(client, alice_chat, origin, host, scheme
 
     async def scenario():
         ws = communicator(chat.pk, cookie, origin=origin, host=host, scheme=scheme)
-        ok, _ = await ws.connect()
+        ok, _ = await ws.connect(timeout=10)
         assert ok is connected
         if ok:
             await ws.send_json_to({"type": "hello", "last_seq": 0})

@@ -60,7 +60,7 @@ def test_logout_closes_only_that_logins_sockets(client, alice, chat):
 
     async def scenario():
         ws, other = communicator(chat.pk, cookie), communicator(chat.pk, other_cookie)
-        assert (await ws.connect())[0] and (await other.connect())[0]
+        assert (await ws.connect(timeout=10))[0] and (await other.connect(timeout=10))[0]
         response = await database_sync_to_async(client.post)("/logout/")
         assert response.status_code == 302
         assert await ws.receive_output(timeout=2) == CLOSED
@@ -74,7 +74,7 @@ def test_admin_logout_closes_the_socket(client, alice, chat):
 
     async def scenario():
         ws = communicator(chat.pk, cookie)
-        assert (await ws.connect())[0]
+        assert (await ws.connect(timeout=10))[0]
         response = await database_sync_to_async(client.post)("/admin/logout/")
         assert response.status_code == 302  # to LOGOUT_REDIRECT_URL
         assert await ws.receive_output(timeout=2) == CLOSED
@@ -87,7 +87,7 @@ def test_deleting_the_session_row_closes_the_socket(client, alice, chat):
 
     async def scenario():
         ws = communicator(chat.pk, cookie)
-        assert (await ws.connect())[0]
+        assert (await ws.connect(timeout=10))[0]
         await database_sync_to_async(
             lambda: LoginSession.objects.filter(session_key=key).delete())()
         assert await ws.receive_output(timeout=2) == CLOSED
@@ -105,7 +105,7 @@ def test_a_row_removed_without_signals_is_caught_on_the_next_frame(client, alice
 
     async def scenario():
         ws = communicator(chat.pk, cookie)
-        assert (await ws.connect())[0]
+        assert (await ws.connect(timeout=10))[0]
         await database_sync_to_async(raw_delete)()
         assert await ws.receive_nothing(timeout=0.3)  # no signal saw it
         await assert_cannot_start_turns(ws)
@@ -118,7 +118,7 @@ def test_an_expired_session_cannot_start_turns(client, alice, chat):
 
     async def scenario():
         ws = communicator(chat.pk, cookie)
-        assert (await ws.connect())[0]
+        assert (await ws.connect(timeout=10))[0]
         await database_sync_to_async(lambda: LoginSession.objects.filter(
             session_key=key).update(expire_date=timezone.now() - timedelta(seconds=1)))()
         await assert_cannot_start_turns(ws)
@@ -132,7 +132,7 @@ def test_the_socket_closes_when_its_session_expires(client, alice, chat):
 
     async def scenario():
         ws = communicator(chat.pk, cookie)
-        assert (await ws.connect())[0]
+        assert (await ws.connect(timeout=10))[0]
         assert await ws.receive_output(timeout=5) == CLOSED  # no frame needed
     run(scenario)
 
@@ -147,7 +147,7 @@ def test_a_password_change_closes_the_socket(client, alice, chat):
 
     async def scenario():
         ws = communicator(chat.pk, cookie)
-        assert (await ws.connect())[0]
+        assert (await ws.connect(timeout=10))[0]
         await database_sync_to_async(change_password)()
         assert await ws.receive_output(timeout=2) == CLOSED
     run(scenario)
@@ -164,7 +164,7 @@ def test_a_password_changed_with_update_skips_signals_but_not_the_check(client, 
 
     async def scenario():
         ws = communicator(chat.pk, cookie)
-        assert (await ws.connect())[0]
+        assert (await ws.connect(timeout=10))[0]
         await database_sync_to_async(change_password)()
         await assert_cannot_start_turns(ws)
     run(scenario)
@@ -175,7 +175,7 @@ def test_a_deactivated_user_is_closed(client, alice, chat):
 
     async def scenario():
         ws = communicator(chat.pk, cookie)
-        assert (await ws.connect())[0]
+        assert (await ws.connect(timeout=10))[0]
         await database_sync_to_async(
             lambda: get_user_model().objects.filter(pk=alice.pk).update(is_active=False))()
         await assert_cannot_start_turns(ws)
@@ -192,7 +192,7 @@ def test_an_unrelated_user_save_keeps_the_socket(client, alice, chat):
 
     async def scenario():
         ws = communicator(chat.pk, cookie)
-        assert (await ws.connect())[0]
+        assert (await ws.connect(timeout=10))[0]
         await database_sync_to_async(rename)()
         await assert_still_open(ws)
         await ws.send_json_to({"type": "message", "text": "still me"})
@@ -215,7 +215,7 @@ def test_a_team_admin_removed_from_the_team_stops_receiving_its_sessions(client,
 
     async def scenario():
         ws = communicator(chat.pk, cookie)
-        assert (await ws.connect())[0]
+        assert (await ws.connect(timeout=10))[0]
         await database_sync_to_async(
             lambda: Membership.objects.filter(user=watcher).delete())()
         assert await ws.receive_output(timeout=3) == {"type": "websocket.close", "code": 4404}
@@ -234,7 +234,7 @@ def test_a_membership_change_that_keeps_access_keeps_the_socket(client, make_use
 
     async def scenario():
         ws = communicator(chat.pk, cookie)
-        assert (await ws.connect())[0]
+        assert (await ws.connect(timeout=10))[0]
         await database_sync_to_async(  # someone else's role changes; the owner still reads
             lambda: Membership.objects.filter(user=watcher).update(role="member"))()
         await database_sync_to_async(

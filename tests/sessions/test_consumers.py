@@ -60,6 +60,8 @@ def cookie_for(client, user) -> bytes:
 
 
 def communicator(session_id: int, cookie: bytes | None = None, origin=ORIGIN):
+    """A test client socket. Connect it with ``connect(timeout=10)``: the default of 1 s
+    timed out under a loaded CI host before the consumer's first query answered."""
     headers = [origin] + ([(b"cookie", cookie)] if cookie else [])
     return WebsocketCommunicator(application(), f"/ws/sessions/{session_id}/", headers=headers)
 
@@ -86,7 +88,7 @@ def append_unpublished(session_id: int, type: str, payload: dict) -> None:
 def test_anonymous_socket_is_refused(chat):
     async def scenario():
         ws = communicator(chat.pk)
-        connected, code = await ws.connect()
+        connected, code = await ws.connect(timeout=10)
         assert connected is False and code == 4401
     run(scenario)
 
@@ -97,7 +99,7 @@ def test_other_users_and_unknown_sessions_are_refused_alike(client, make_user, c
     async def scenario():
         for session_id in (chat.pk, chat.pk + 1000):
             ws = communicator(session_id, cookie)
-            connected, code = await ws.connect()
+            connected, code = await ws.connect(timeout=10)
             assert connected is False and code == 4404
     run(scenario)
 
@@ -107,7 +109,7 @@ def test_foreign_origin_is_refused(client, alice, chat):
 
     async def scenario():
         ws = communicator(chat.pk, cookie, origin=(b"origin", b"https://evil.example"))
-        connected, _ = await ws.connect()
+        connected, _ = await ws.connect(timeout=10)
         assert connected is False
     run(scenario)
 
@@ -120,7 +122,7 @@ def test_replay_after_last_seq_then_live_events_once_in_order(client, alice, cha
 
     async def scenario():
         ws = communicator(chat.pk, cookie)
-        assert (await ws.connect())[0]
+        assert (await ws.connect(timeout=10))[0]
         await ws.send_json_to({"type": "hello", "last_seq": 1})
         replayed = [await ws.receive_json_from(timeout=2) for _ in range(2)]
         assert [f["seq"] for f in replayed] == [2, 3]
@@ -150,7 +152,7 @@ def test_live_events_before_hello_are_buffered_and_not_duplicated(client, alice,
 
     async def scenario():
         ws = communicator(chat.pk, cookie)
-        assert (await ws.connect())[0]
+        assert (await ws.connect(timeout=10))[0]
         await append(chat.pk, "turn.started", {"turn_id": 3})
         await append(chat.pk, "text.delta", {"turn_id": 3, "text": "x"})
         await ws.send_json_to({"type": "hello", "last_seq": 0})
@@ -176,7 +178,7 @@ def test_malformed_frame_gets_error_and_socket_stays_open(client, alice, chat, f
 
     async def scenario():
         ws = communicator(chat.pk, cookie)
-        assert (await ws.connect())[0]
+        assert (await ws.connect(timeout=10))[0]
         await ws.send_to(text_data=frame)
         error = await ws.receive_json_from(timeout=2)
         assert error["type"] == "error" and "seq" not in error
@@ -192,7 +194,7 @@ def test_message_frame_starts_a_turn_and_bad_text_is_an_error_frame(client, alic
 
     async def scenario():
         ws = communicator(chat.pk, cookie)
-        assert (await ws.connect())[0]
+        assert (await ws.connect(timeout=10))[0]
         await ws.send_json_to({"type": "message", "text": "  "})
         assert (await ws.receive_json_from(timeout=2))["payload"]["reason"] == \
             "The message is empty."
@@ -214,7 +216,7 @@ def test_team_admin_may_watch_but_not_send(client, make_user, alice, chat):
 
     async def scenario():
         ws = communicator(chat.pk, cookie)
-        assert (await ws.connect())[0]
+        assert (await ws.connect(timeout=10))[0]
         await ws.send_json_to({"type": "message", "text": "hijack"})
         reply = await ws.receive_json_from(timeout=2)
         assert reply["type"] == "error" and "owner" in reply["payload"]["reason"]
@@ -228,7 +230,7 @@ def test_logout_force_closes_the_users_sockets(client, alice, chat):
 
     async def scenario():
         ws = communicator(chat.pk, cookie)
-        assert (await ws.connect())[0]
+        assert (await ws.connect(timeout=10))[0]
         response = await database_sync_to_async(client.post)("/logout/")
         assert response.status_code == 302
         closed = await ws.receive_output(timeout=2)
@@ -241,7 +243,7 @@ def test_unknown_group_message_types_do_not_crash_the_socket(client, alice, chat
 
     async def scenario():
         ws = communicator(chat.pk, cookie)
-        assert (await ws.connect())[0]
+        assert (await ws.connect(timeout=10))[0]
         await database_sync_to_async(group_publish)(user_group(alice.pk), {}, "badge.refresh")
         await ws.send_json_to({"type": "hello", "last_seq": 0})
         assert await ws.receive_nothing(timeout=0.3)

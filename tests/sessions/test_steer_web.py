@@ -67,7 +67,7 @@ def test_the_steer_frame_queues_a_correction(client, alice):
 
     async def scenario():
         ws = communicator(session.pk, cookie)
-        assert (await ws.connect())[0]
+        assert (await ws.connect(timeout=10))[0]
         await ws.send_json_to({"type": "hello", "last_seq": 0})
         await ws.send_json_to({"type": "steer", "text": "/compact"})
         assert "slash command" in (await ws.receive_json_from(timeout=2))["payload"]["reason"]

@@ -65,7 +65,7 @@ def stream_a_turn(client, settings, user, *, window_ms: float, first_flush: bool
     async def scenario() -> list[dict]:
         ws = WebsocketCommunicator(application(), f"/ws/sessions/{session.pk}/",
                                    headers=[ORIGIN, (b"cookie", cookie)])
-        assert (await ws.connect())[0]
+        assert (await ws.connect(timeout=10))[0]
         await ws.send_json_to({"type": "hello", "last_seq": 0})
         await ws.send_json_to({"type": "message", "text": "read the README, then answer"})
         frames: list[dict] = []
@@ -183,7 +183,7 @@ def stop_mid_reply(client, settings, user, simulator, *, words: list[str]):
     async def scenario() -> list[dict]:
         ws = WebsocketCommunicator(application(), f"/ws/sessions/{session.pk}/",
                                    headers=[ORIGIN, (b"cookie", cookie)])
-        assert (await ws.connect())[0]
+        assert (await ws.connect(timeout=10))[0]
         await ws.send_json_to({"type": "hello", "last_seq": 0})
         await ws.send_json_to({"type": "message", "text": "talk for a while"})
         frames: list[dict] = []

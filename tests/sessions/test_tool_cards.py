@@ -90,9 +90,18 @@ def test_summaries_never_raise_and_stay_one_short_line(name, args, meta):
     ({"is_error": True, "tool_meta": {}}, "denied", ("denied", "denied")),
     (None, "expired", ("expired", "expired")),
     ({"is_error": False, "tool_meta": {}}, "approved", ("done", "done")),
-    (None, "pending", ("running", "running")),
+    (None, "pending", ("waiting", "awaiting approval")),  # nothing runs before the decision
+    (None, "approved", ("running", "running")),
     (None, "awaiting_answer", ("waiting", "waiting for your answer")),  # a clarify question
     ({"is_error": False, "tool_meta": {}}, "awaiting_answer", ("done", "done")),  # answered
 ])
 def test_statuses(result, approval, expected):
     assert tool_status(result=result, approval_state=approval) == expected
+
+
+@pytest.mark.parametrize("approval", [None, "approved"])
+def test_a_call_not_announced_as_started_is_queued_not_running(approval):
+    assert tool_status(result=None, approval_state=approval, started=False) == (
+        "queued", "queued")
+    done = {"is_error": False, "tool_meta": {}}
+    assert tool_status(result=done, approval_state=approval, started=False) == ("done", "done")

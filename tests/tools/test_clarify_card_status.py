@@ -41,7 +41,7 @@ def test_a_pending_question_card_says_it_waits_for_the_answer_not_running(
         ("waiting", "waiting for your answer")]
     called = [f for f in frames if f["type"] == "message.added"
               and f["payload"]["message"]["tool_calls"]]
-    assert card_states(called[0]["html"]) == [("running", "running")]  # before the question
+    assert card_states(called[0]["html"]) == [("queued", "queued")]  # before the question
     assert frames.index(called[0]) < frames.index(asked[0])  # so the browser merges "waiting"
 
     question = ClarifyQuestion.objects.get(session=session.session)
