@@ -36,21 +36,32 @@ def visibility_timeout(*, lease_seconds: int, configured: int | None = None) -> 
     return max(3600, floor)
 
 
+def restore_options(visibility: int) -> dict[str, int]:
+    """The kombu Redis transport options (seconds) that bound how long a dead worker's task
+    waits to be delivered again, for a visibility timeout of ``visibility`` seconds.
+
+    kombu's prefork loop sweeps for abandoned (unacked) tasks every interval x throttle
+    seconds, 10 x 10 = 100 s by default: a task whose worker died just after a new worker
+    started (its startup sweep ran before the task became visible) waited up to 100 s more.
+    One scan every min(10, visibility / 4) seconds bounds that (``unacked_restore_interval``
+    / ``unacked_restore_throttle``). Each sweep takes the Redis key "unacked_mutex" (kombu's
+    default expiry 300 s): a worker killed while holding it (SIGKILL, OOM) left every other
+    worker unable to restore any dead worker's task for five minutes, seen in CI as two
+    SIGKILL recoveries timing out at 90 and 120 s while the next one, after the expiry,
+    recovered in seconds. A sweep takes milliseconds; if one ever outlives the shorter
+    expiry, two workers may restore the same task, which a turn task tolerates (the lease
+    makes the second delivery "busy")."""
+    interval = max(1, min(10, visibility // 4))
+    return {"visibility_timeout": visibility, "unacked_restore_interval": interval,
+            "unacked_restore_throttle": 1, "unacked_mutex_expire": 2 * interval + 3}
+
+
 app = Celery("hermes_web")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 _VISIBILITY = visibility_timeout(lease_seconds=settings.HERMES["LEASE_SECONDS"],
                                  configured=settings.HERMES["VISIBILITY_TIMEOUT"] or None)
 app.conf.broker_transport_options = {
-    **(app.conf.broker_transport_options or {}),
-    "visibility_timeout": _VISIBILITY,
-    # kombu's prefork loop sweeps for abandoned (unacked) tasks every interval x throttle
-    # seconds, 10 x 10 = 100 s by default: a task whose worker died just after a new worker
-    # started (its startup sweep ran before the task became visible) waited up to 100 s
-    # more. One scan every min(10, visibility / 4) seconds bounds that (kombu redis
-    # transport options ``unacked_restore_interval`` / ``unacked_restore_throttle``).
-    "unacked_restore_interval": max(1, min(10, _VISIBILITY // 4)),
-    "unacked_restore_throttle": 1,
-}
+    **(app.conf.broker_transport_options or {}), **restore_options(_VISIBILITY)}
 app.autodiscover_tasks()
 
 

@@ -8,14 +8,17 @@ from __future__ import annotations
 import time
 
 import pytest
+from django.conf import settings as django_settings
 from playwright.sync_api import sync_playwright
+from redis import Redis
 
 from simulator.script import Reply, Script, ScriptRequest, ToolCallSpec
 from agents.tools.ledger import UNKNOWN_OUTCOME
 from sessions.models import Message, RunEvent, Turn
 from sessions.services import session_create, turn_start, workspace_path
 from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, logged_in, send_message, wait_for_chat
-from tests.reliability.conftest import PYTHON, free_port, wait_for
+from hermes_web.celery import restore_options
+from tests.reliability.conftest import PYTHON, VISIBILITY_TIMEOUT, free_port, wait_for
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True),
               pytest.mark.timeout(180)]
@@ -161,3 +164,31 @@ def _watch_the_stream_through_a_kill(browser, url, session, first, celery_worker
         assert page.inner_text("#transcript .msg-assistant .msg-body").strip() == long_text
     finally:
         context.close()
+
+
+def test_a_worker_killed_holding_the_restore_mutex_delays_recovery_by_seconds_not_minutes(
+        make_user, simulator, service_env, celery_worker_proc):
+    """kombu's sweep for abandoned tasks takes the Redis key "unacked_mutex"; a worker
+    SIGKILLed inside a sweep leaves it held until it expires (kombu's default: 300 s, during
+    which no worker restores any dead worker's task; seen in CI as two recoveries timing
+    out). The key is left here exactly as such a worker leaves it, with the expiry the
+    workers are configured with (hermes_web/celery.py), and the turn still resumes."""
+    simulator.state.script = Script(lambda request: Reply(text="done") if request.tool_results
+                                    else Reply(text="running it", tool_calls=(ToolCallSpec(
+                                        name="terminal", input={"command": "sleep 20"}),)))
+    user = make_user("mo")
+    session = session_create(user=user)
+    first = celery_worker_proc("worker-a")
+    turn = turn_start(session=session, user=user, text="wait a while")
+    wait_for(lambda: RunEvent.objects.filter(session=session, type="tool.called").exists(),
+             timeout=60, what="the command to start")
+    first.kill()
+    expire = restore_options(VISIBILITY_TIMEOUT)["unacked_mutex_expire"]  # the workers' value
+    redis = Redis.from_url(django_settings.REDIS_URL)
+    redis.set("unacked_mutex", "held-by-the-dead-worker", ex=expire)
+    killed_at = time.monotonic()
+    celery_worker_proc("worker-b")
+    wait_for(lambda: _finished(turn), timeout=60, what="the turn to finish on worker-b")
+    assert turn.status == Turn.Status.COMPLETED, turn.error
+    print(f"\nRECOVERY sigkill-holding-the-mutex: {time.monotonic() - killed_at:.1f} s "
+          f"(mutex expiry {expire} s)")
