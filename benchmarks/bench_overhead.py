@@ -289,6 +289,10 @@ def instrument() -> None:
             REC.calls.append((start, end, REC.callback_in_call))
 
     AnthropicTransport.complete = timed_complete
+    # Rendering the request's wire body is our transport's work, not the model's: it runs
+    # inside complete, so it is added back like the sink's callbacks.
+    AnthropicTransport.build_payload = _timed("transport build_payload (wire body)",
+                                              AnthropicTransport.build_payload)
 
     prepare_step = runner._prepare
 

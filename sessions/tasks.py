@@ -21,6 +21,7 @@ from django.db import DatabaseError, InterfaceError, OperationalError, connectio
 from django.utils import timezone
 
 from agents.errors import LeaseLost
+from agents.transports.anthropic_messages import render_cache_clear
 from sessions.events import event_append
 from sessions.leases import LeaseHeartbeat, lease_acquire_id, lease_release, lease_validate
 from sessions.models import RunEvent, Session, Turn
@@ -180,6 +181,7 @@ def turn_run_task(session_id: int, db_attempt: int = 0, owner: str = "") -> str:
         db_lost = True
         connection.close()
     finally:
+        render_cache_clear()  # this thread's last wire body held the session's history
         try:
             lease_release(session=session, owner=owner)
         except DatabaseError:  # still away: the lease expires on its own

@@ -14,6 +14,7 @@ loop's validator), classifying failures (agents/transports/errors.py).
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -21,7 +22,7 @@ import anthropic
 
 from agents.errors import TransportError, TurnCancelled
 from agents.messages import (Breakpoint, Message, ModelRequest, ModelResponse, ToolCall,
-                             message_memo)
+                             common_prefix, message_memo)
 from agents.providers import ProviderProfile
 from agents.transports import breakpoints as bp
 from agents.transports.errors import (PROVIDER_ERRORS, ClassifiedError, FailoverReason,
@@ -90,13 +91,91 @@ def _plain_blocks(message: Message) -> tuple[dict[str, Any], ...]:
     return blocks
 
 
+RENDER_CACHE_MIN = 32
+"""Requests of at least this many messages leave their rendering in the thread's cache;
+shorter ones (the estimator's one-message bodies) neither use nor evict it."""
+
+_RENDERED = threading.local()
+"""This thread's last long rendering: (messages, wire, where); see ``_plain_wire``."""
+
+
 def render_messages(messages: tuple[Message, ...],
                     marks: dict[int, Breakpoint]) -> list[dict[str, Any]]:
     """Wire messages: tool results (role "tool") become tool_result blocks in a user
     message, and consecutive same-role content merges into one wire message, so a run of
-    tool results plus the user's next text is ONE user message (role alternation). Each
-    unmarked message's blocks come from its memo, copied (a caller may edit its payload);
-    the few marked ones are built fresh."""
+    tool results plus the user's next text is ONE user message (role alternation). The few
+    marked messages are built fresh; the rest are shared with the messages' memos and the
+    thread's last rendering, so the body is read-only (the SDK copies it before sending).
+
+    Incremental (issue 15 target 1: this ran inside every provider call, 5.7 ms on a
+    2,000-message history, and a budget's estimate built it a second time): the unmarked
+    wire form of the longest prefix this thread rendered last time is reused, and only the
+    messages after it are rendered. Same input, same bytes: tests/agents/test_incremental.py
+    compares it with a fresh rendering."""
+    wire, where = _plain_wire(messages)
+    out = list(wire)
+    copied: set[int] = set()
+    for index, mark in marks.items():
+        if not 0 <= index < len(messages):
+            continue  # a mark past the end marks nothing (as before: no message had it)
+        at, first = where[index]
+        marked = _message_blocks(messages[index], mark)
+        count = len(_plain_blocks(messages[index]))
+        if len(marked) != count:  # a layout that moves with the mark: render afresh
+            return _render_fresh(messages, marks)
+        if at not in copied:  # never edit a wire message the cache (or a body) shares
+            out[at] = {"role": out[at]["role"], "content": list(out[at]["content"])}
+            copied.add(at)
+        out[at]["content"][first:first + count] = marked
+    return out
+
+
+def render_cache_clear() -> None:
+    """Forget this thread's last rendering (the worker calls it when a task's turns end, so
+    a thread never keeps a session's history alive after its turn; agents/session_cache.py
+    is what bounds kept histories)."""
+    _RENDERED.__dict__.pop("entry", None)
+
+
+def _plain_wire(messages: tuple[Message, ...]) -> tuple[list[dict[str, Any]], list]:
+    """(the unmarked wire messages of ``messages``, where each message's blocks start: one
+    (wire index, block index) per message). Extends this thread's last rendering when it
+    shares a prefix with ``messages`` (agents/messages.py::common_prefix: identity first, in
+    C). Cached wire messages are never edited in place: extending the last one replaces it."""
+    entry = getattr(_RENDERED, "entry", None)
+    wire: list[dict[str, Any]] = []
+    where: list[tuple[int, int]] = []
+    if entry is not None:
+        old, old_wire, old_where = entry
+        keep = common_prefix(messages, old)
+        if keep:
+            where = old_where[:keep]
+            if keep < len(old):  # cut the rendering back to the shared prefix
+                at, first = old_where[keep]
+                wire = old_wire[:at]
+                if first:
+                    wire.append({"role": old_wire[at]["role"],
+                                 "content": old_wire[at]["content"][:first]})
+            else:
+                wire = list(old_wire)
+    for message in messages[len(where):]:
+        role = "assistant" if message.role == "assistant" else "user"
+        blocks = _plain_blocks(message)
+        if wire and wire[-1]["role"] == role:
+            last = wire[-1]
+            where.append((len(wire) - 1, len(last["content"])))
+            wire[-1] = {"role": role, "content": [*last["content"], *blocks]}
+        else:
+            where.append((len(wire), 0))
+            wire.append({"role": role, "content": list(blocks)})
+    if len(messages) >= RENDER_CACHE_MIN:
+        _RENDERED.entry = (tuple(messages), wire, where)
+    return wire, where
+
+
+def _render_fresh(messages: tuple[Message, ...],
+                  marks: dict[int, Breakpoint]) -> list[dict[str, Any]]:
+    """The whole rendering without the cache (every block copied)."""
     wire: list[dict[str, Any]] = []
     for index, message in enumerate(messages):
         role = "assistant" if message.role == "assistant" else "user"
@@ -176,7 +255,8 @@ class AnthropicTransport:
     def build_payload(self, request: ModelRequest) -> dict[str, Any]:
         """The exact JSON body ``complete`` sends: model, max_tokens, tools (only when
         there are some), system blocks, messages, stream; markers rendered for the
-        breakpoints this route may carry (agents/transports/breakpoints.py)."""
+        breakpoints this route may carry (agents/transports/breakpoints.py). Read-only:
+        its unmarked blocks are shared with the messages' memos (``render_messages``)."""
         # No breakpoints (the estimator's one-message bodies): nothing to limit, so the
         # learned limit (a database read in the worker) is not looked up.
         points = bp.select_breakpoints(

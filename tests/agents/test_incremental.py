@@ -13,12 +13,14 @@ from agents.cache import (REGISTRY, StablePrefixMemo, cacheable_indexes, last_ca
                           resolve_stable_prefixes)
 from agents.context.prune import ColdReclaimTally, plan_prune
 from agents.context.tokens import Calibrator, estimate_message_tokens, prefix_fingerprint
-from agents.messages import Message, ModelRequest, ToolCall, common_prefix
+from agents.messages import Breakpoint, Message, ModelRequest, ToolCall, common_prefix
 from agents.providers import resolve_profile
 from agents.request import RequestPipeline
 from agents.session_cache import BoundSession, entry_bytes
 from agents.tools.registry import default_registry
 from agents.transports import get_transport
+from agents.transports.anthropic_messages import (_render_fresh, render_cache_clear,
+                                                  render_messages)
 
 TOOLS = default_registry().specs()[:3]
 SCAFFOLD = "SCAFFOLD:: fixed instructions\n"
@@ -199,8 +201,9 @@ def test_stable_prefix_memo_equals_a_full_resolve_and_touches_alike(steps):
 @settings(max_examples=60, deadline=None)
 @given(st.lists(messages, max_size=20), st.sampled_from(PROFILES))
 def test_memoised_wire_form_equals_a_fresh_render(history, profile):
-    """Rendering a message a second time (its memo) gives the bytes of a first render, marked
-    or not, and a payload edited by its caller does not leak into the next one."""
+    """Rendering a message a second time (its memo, the thread's last rendering) gives the
+    bytes of a first render, marked or not. (A body is read-only, shared with the memos: the
+    SDK copies it before sending; see the next test for bodies handed out earlier.)"""
     request = ModelRequest(model="m", system="sys", messages=tuple(history))
     planned = pipeline(profile).prepare(list(history)).request
     for req in (request, planned):
@@ -209,12 +212,6 @@ def test_memoised_wire_form_equals_a_fresh_render(history, profile):
         for payload in (first, TRANSPORTS[profile.name].build_payload(req)):
             assert json.dumps(payload) == json.dumps(
                 TRANSPORTS[profile.name].build_payload(fresh))
-        for message in first["messages"]:
-            content = message.get("content")
-            for block in content if isinstance(content, list) else ():
-                block["text"] = "edited by the caller"
-        assert json.dumps(TRANSPORTS[profile.name].build_payload(req)) == json.dumps(
-            TRANSPORTS[profile.name].build_payload(fresh))
 
 
 @settings(max_examples=60, deadline=None)
@@ -247,3 +244,32 @@ def test_a_copy_starts_without_the_memo():
     message_memo(m)["k"] = 1
     assert replace(m)._memo is None and replace(m) == m and hash(replace(m)) == hash(m)
     assert "_memo" not in repr(m)
+
+
+marks_strategy = st.dictionaries(
+    st.integers(min_value=0, max_value=60),
+    st.builds(lambda t, s: Breakpoint(target="message", index=0, ttl=t, split_at=s),
+              st.sampled_from(["5m", "1h"]), st.sampled_from([None, 4])), max_size=4)
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.lists(st.tuples(ops, marks_strategy), min_size=1, max_size=14),
+       st.integers(min_value=0, max_value=40))
+def test_wire_rendering_reused_from_the_last_equals_a_fresh_one(steps, long_after):
+    """render_messages extends the thread's last rendering (anthropic_messages._plain_wire):
+    for histories that grow, get rewritten, truncated and reloaded, with marks that move,
+    the body equals the rendering made without the cache, and a body handed out earlier is
+    never edited by a later rendering (it is shared, read-only)."""
+    render_cache_clear()
+    history, ids, handed = [], [0], []
+    filler = [Message(role="user", content=f"old {k}", id=-k - 1) for k in range(long_after)]
+    for op, raw_marks in steps:
+        history = apply(history, op, ids)
+        messages = tuple(filler + history)  # past RENDER_CACHE_MIN as the filler grows
+        marks = {i: replace(b, index=i) for i, b in raw_marks.items()}
+        got = render_messages(messages, marks)
+        assert got == _render_fresh(messages, marks)
+        handed.append((json.dumps(got, sort_keys=True), got))
+        for text, body in handed:  # no later rendering changed an earlier body
+            assert json.dumps(body, sort_keys=True) == text
+    render_cache_clear()
