@@ -68,7 +68,11 @@ class BoundSession:
     as that turn left it (every message stored, ``id`` set); ``version``: the session's
     ``transcript_version`` when kept; ``system_prompt``: the stored prompt the pipeline was
     built for (sessions/runner.py rebuilds the pipeline when the row's differs); ``turn_id``:
-    the turn that kept it; ``size``: ``entry_bytes`` of ``history`` (estimated bytes)."""
+    the turn that kept it; ``size``: ``entry_bytes`` of ``history`` (estimated bytes);
+    ``rendered``: the transport's last wire rendering on the turn's thread (opaque here:
+    agents/transports/anthropic_messages.py), handed to the next turn's thread so its first
+    request renders only what was appended; ``rendered_size``: its estimated bytes beyond
+    the messages'. The cache charges ``size + rendered_size``."""
 
     pipeline: RequestPipeline
     history: tuple[Message, ...]
@@ -76,6 +80,13 @@ class BoundSession:
     system_prompt: str
     turn_id: int
     size: int = 0
+    rendered: object = None
+    rendered_size: int = 0
+
+    @property
+    def charged(self) -> int:
+        """Estimated bytes the cache charges for this entry (``size + rendered_size``)."""
+        return self.size + self.rendered_size
 
     @cached_property
     def last_id(self) -> int:
@@ -161,7 +172,7 @@ class SessionCache:
     def _new(max_entries: int, max_bytes: int) -> LRUCache[int, BoundSession]:
         if max_entries < 1 or max_bytes < 1:
             raise ValueError("the session cache's bounds must be at least 1")
-        return LRUCache(maxsize=max_bytes, getsizeof=lambda entry: entry.size)
+        return LRUCache(maxsize=max_bytes, getsizeof=lambda entry: entry.charged)
 
     def take(self, session_id: int) -> BoundSession | None:
         """Remove and return the session's entry, or None."""
@@ -175,7 +186,7 @@ class SessionCache:
         unchanged)."""
         with self._lock:
             self._configure(max_entries, max_bytes)
-            if entry.size > self._cache.maxsize:
+            if entry.charged > self._cache.maxsize:
                 self._cache.pop(session_id, None)
                 return False
             self._cache[session_id] = entry  # past the byte budget cachetools drops the LRU

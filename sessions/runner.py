@@ -42,6 +42,7 @@ from agents.tools.dispatch import dispatch_tool_calls
 from agents.tools.ledger import split_by_ledger
 from agents.tools.spill import apply_spill
 from agents.transports import get_transport
+from agents.transports.anthropic_messages import render_cache_put, render_cache_take
 from agents.transports.errors import QUOTA_ADVICE
 from agents.transports.patience import Patience, PatientTransport, routes_resting
 from agents.transports.retry import RetryPolicy
@@ -509,6 +510,7 @@ def _history_for(ctx: TurnContext, bound: BoundSession | None,
             new = [message_to_agent(r) for r in Message.objects.filter(
                 session=ctx.session, active=True, id__gt=bound.last_id).order_by("id")]
             ctx.bound = bound
+            render_cache_put(bound.rendered)  # the first request renders only what is new
             return [*bound.history, *new]
     return history_load(session=ctx.session)
 
@@ -523,9 +525,11 @@ def _bind(ctx: TurnContext, history: tuple[AgentMessage, ...]) -> None:
                                                               flat=True).first())
     hermes = settings.HERMES
     size = entry_bytes(history, system_prompt=ctx.session.system_prompt, previous=ctx.bound)
+    rendered, rendered_size = render_cache_take()
     BOUND.keep(ctx.session.pk, BoundSession(pipeline=pipeline, history=history, version=version,
                                             system_prompt=ctx.session.system_prompt,
-                                            turn_id=ctx.turn.pk, size=size),
+                                            turn_id=ctx.turn.pk, size=size, rendered=rendered,
+                                            rendered_size=rendered_size),
                max_entries=hermes["BOUND_SESSIONS_MAX"],
                max_bytes=hermes["BOUND_SESSIONS_BYTES"])
 

@@ -130,6 +130,26 @@ def render_messages(messages: tuple[Message, ...],
     return out
 
 
+def render_cache_take() -> tuple[object, int]:
+    """Remove this thread's last rendering and return it with its estimated bytes beyond
+    the messages it renders ((None, 0) when none): a worker keeps it with the session
+    (agents/session_cache.py) and hands it back with ``render_cache_put``. Bytes: a
+    (wire index, block index) pair and a tuple slot per message, a dict and a list per
+    wire message (CPython 3.11 sizes, rounded up)."""
+    entry = _RENDERED.__dict__.pop("entry", None)
+    if entry is None:
+        return None, 0
+    messages, wire, where = entry
+    return entry, 96 * len(messages) + 320 * len(wire) + 8 * len(where)
+
+
+def render_cache_put(entry: object) -> None:
+    """Make ``entry`` (from ``render_cache_take``; None: nothing) this thread's last
+    rendering."""
+    if entry is not None:
+        _RENDERED.entry = entry
+
+
 def render_cache_clear() -> None:
     """Forget this thread's last rendering (the worker calls it when a task's turns end, so
     a thread never keeps a session's history alive after its turn; agents/session_cache.py

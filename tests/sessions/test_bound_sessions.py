@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 
 from agents.session_cache import SessionCache
+from agents.transports import anthropic_messages
 from sessions import runner
 from sessions.models import Message, RunEvent, Turn
 from sessions.services import session_create, turn_start
@@ -123,3 +124,38 @@ def test_a_transcript_rewritten_by_another_worker_is_never_replayed_stale(alice,
             Message.objects.filter(session=session, active=True).order_by("id")]
     kept = worker_a.peek(session.pk)
     assert [m.content for m in kept.history] == live
+
+
+def test_the_next_turn_renders_only_what_was_appended(alice, simulator, monkeypatch):
+    """The wire rendering of a kept session travels with its entry (charged to the cache's
+    byte budget) and is handed to the next turn's thread: the first request of that turn
+    renders the appended messages only, and sends exactly the live transcript. The task
+    leaves no rendering on its thread (a thread never keeps a history alive)."""
+    simulator.state.script = Script(answer_policy)
+    worker = SessionCache()
+    session = session_create(user=alice)
+    n_turns = anthropic_messages.RENDER_CACHE_MIN // 2 + 2  # past the cache's minimum
+    for n in range(n_turns):
+        serve(worker, session, alice, f"question {n}", monkeypatch)
+    kept = worker.peek(session.pk)
+    assert kept.rendered is not None and kept.rendered_size > 0
+    assert kept.charged == kept.size + kept.rendered_size
+    assert worker.stats().bytes == kept.charged
+    assert anthropic_messages._RENDERED.__dict__.get("entry") is None
+
+    rendered: list[str] = []
+    plain_blocks = anthropic_messages._plain_blocks
+
+    def counting(message):
+        rendered.append(message.content)
+        return plain_blocks(message)
+
+    monkeypatch.setattr(anthropic_messages, "_plain_blocks", counting)
+    serve(worker, session, alice, "question last", monkeypatch)
+    live = [m.content for m in Message.objects.filter(session=session, active=True)
+            .order_by("id")]
+    assert wire_texts(conversation_requests(simulator)[-1]) == live[:-1]
+    # The new question (+ up to 4 marked messages whose block count is checked), not the
+    # 2 x n_turns messages before it.
+    assert "question last" in rendered and len(rendered) <= 6, rendered
+    assert "question 0" not in rendered
