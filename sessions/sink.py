@@ -58,15 +58,40 @@ def estimated_usage(request: ModelRequest, response: ModelResponse,
                  raw={"estimated": True})
 
 
+def usage_totals_empty() -> dict:
+    """A turn's usage totals before any call (the shape of ``usage_totals_add``)."""
+    return {"input_tokens": 0, "output_tokens": 0, "cache_read_tokens": 0,
+            "cache_write_tokens": 0, "calls": 0, "served_by": []}
+
+
+def usage_totals_add(total: dict, *, input_tokens: int, output_tokens: int, cache_read: int,
+                     cache_write: int, served: str, cost: Decimal | None,
+                     unknown: str | None) -> None:
+    """Count one provider call into ``total`` (what turn.finished carries): the four token
+    buckets (``cache_write_tokens``: both TTLs), ``calls``, ``served_by`` (route labels, each
+    once, in call order), ``cost_usd`` (USD decimal string of the priced calls; absent while
+    none is priced) and ``cost_unknown`` (why a call has no price; absent while every call
+    has one). The one rule for the live line (DbSink) and the summed one
+    (``turn_usage_totals``), so the two cannot disagree."""
+    total["calls"] += 1
+    total["input_tokens"] += input_tokens
+    total["output_tokens"] += output_tokens
+    total["cache_read_tokens"] += cache_read
+    total["cache_write_tokens"] += cache_write
+    if served not in total["served_by"]:
+        total["served_by"].append(served)
+    if cost is None:
+        total["cost_unknown"] = unknown or "no price"
+    else:
+        total["cost_usd"] = str(Decimal(total.get("cost_usd", "0")) + cost)
+
+
 def turn_usage_totals(turn_ids: list[int]) -> dict[int, dict]:
-    """The usage totals of each turn of ``turn_ids`` summed from its stored UsageRecords, in
-    the shape of ``DbSink.usage_total`` (what turn.finished carries): the four token buckets
-    (``cache_write_tokens`` both TTLs), ``calls``, ``served_by`` (route labels in call
-    order), ``cost_usd`` (USD decimal string of the priced calls; absent when none is
-    priced) and ``cost_unknown`` (why a call has no price; absent when every call has one).
-    A turn with no record is absent. One query. The reloaded page's cost lines come from
-    here, and so does the live line of a turn that ran in several pieces (approval,
-    children, a dead worker, a budget): its sink saw only the last piece's calls."""
+    """The usage totals of each turn of ``turn_ids`` summed from its stored UsageRecords
+    (``usage_totals_add``'s shape); a turn with no record is absent. One query. The
+    reloaded page's cost lines come from here, and so does the live line of a turn that ran
+    in several pieces (approval, children, a dead worker, a budget): its sink saw only the
+    last piece's calls."""
     totals: dict[int, dict] = {}
     for (turn_id, provider, model, credential, input_tokens, output_tokens, cache_read,
          write_5m, write_1h, cost, unknown) in UsageRecord.objects.filter(
@@ -74,21 +99,11 @@ def turn_usage_totals(turn_ids: list[int]) -> dict[int, dict]:
             "turn_id", "provider", "model", "credential", "input_tokens", "output_tokens",
             "cache_read_tokens", "cache_write_5m_tokens", "cache_write_1h_tokens",
             "cost_usd", "cost_unknown_reason"):
-        total = totals.setdefault(turn_id, {
-            "input_tokens": 0, "output_tokens": 0, "cache_read_tokens": 0,
-            "cache_write_tokens": 0, "calls": 0, "served_by": []})
-        total["calls"] += 1
-        total["input_tokens"] += input_tokens
-        total["output_tokens"] += output_tokens
-        total["cache_read_tokens"] += cache_read
-        total["cache_write_tokens"] += write_5m + write_1h
-        label = served_label(provider, model, credential)
-        if label not in total["served_by"]:
-            total["served_by"].append(label)
-        if cost is None:
-            total["cost_unknown"] = unknown or "no price"
-        else:
-            total["cost_usd"] = str(Decimal(total.get("cost_usd", "0")) + cost)
+        usage_totals_add(totals.setdefault(turn_id, usage_totals_empty()),
+                         input_tokens=input_tokens, output_tokens=output_tokens,
+                         cache_read=cache_read, cache_write=write_5m + write_1h,
+                         served=served_label(provider, model, credential), cost=cost,
+                         unknown=unknown)
     return totals
 
 
@@ -122,8 +137,7 @@ class DbSink:
         self._last_stop_check = 0.0
         self._stop = False
         self._lock = threading.Lock()
-        self.usage_total = {"input_tokens": 0, "output_tokens": 0, "cache_read_tokens": 0,
-                            "cache_write_tokens": 0, "calls": 0}
+        self.usage_total = usage_totals_empty()
         self.estimate: int | None = None
         self.tool_meta: dict[str, dict] = {}
         """Display metadata of tool results not stored yet, by tool call id (the runner
@@ -390,15 +404,12 @@ class DbSink:
                purpose: str):
         """(the unsaved UsageRecord, usage event payload) of one provider call; the turn's
         usage totals are counted now."""
-        self.usage_total["calls"] += 1
         estimated = usage is None
         if usage is None:  # never let spend silently drop a call (B28): estimate, flagged
             usage = estimated_usage(request, response, self.estimate)
         provider = response.provider or self.session.provider
         model = response.model or request.model
         served = served_label(provider, model, response.credential)
-        if served not in self.usage_total.setdefault("served_by", []):
-            self.usage_total["served_by"].append(served)
         now = timezone.now()
         # Priced at the route that served the call (a fallback may be another provider).
         cost, columns = MONEY.cost_fields(provider=provider, model=model, at=now,
@@ -417,16 +428,11 @@ class DbSink:
         )
 
 
-        for key, value in (("input_tokens", usage.input_tokens),
-                           ("output_tokens", usage.output_tokens),
-                           ("cache_read_tokens", usage.cache_read_tokens),
-                           ("cache_write_tokens", usage.cache_write_tokens)):
-            self.usage_total[key] += value
-        if cost.usd is None:
-            self.usage_total["cost_unknown"] = cost.unknown_reason
-        else:
-            self.usage_total["cost_usd"] = str(Decimal(self.usage_total.get("cost_usd", "0"))
-                                               + cost.usd)
+        usage_totals_add(self.usage_total, input_tokens=usage.input_tokens,
+                         output_tokens=usage.output_tokens,
+                         cache_read=usage.cache_read_tokens,
+                         cache_write=usage.cache_write_tokens, served=served, cost=cost.usd,
+                         unknown=cost.unknown_reason)
         return record, {
             "turn_id": self.turn.pk, "input_tokens": usage.input_tokens,
             "output_tokens": usage.output_tokens, "cache_read_tokens": usage.cache_read_tokens,
