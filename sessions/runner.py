@@ -452,7 +452,7 @@ def _begin(ctx: TurnContext, sink: DbSink) -> list[AgentMessage]:
     else:
         last = facts.last_message_at
     ctx.idle_seconds = (timezone.now() - last).total_seconds() if last else 0.0
-    ctx.loaded = _history_for(ctx, bound, facts)
+    ctx.loaded = _history_for(ctx, bound, facts, stored)
     # Calls that began and have no stored result are "interrupted", never "not executed".
     # Only calls the live history leaves unanswered can need that word (agents/context/
     # history.py asks about no other id), so only they are looked up.
@@ -484,14 +484,15 @@ def _answer_already_stored(ctx: TurnContext, history: list[AgentMessage]):
     return last
 
 
-def _history_for(ctx: TurnContext, bound: BoundSession | None,
-                 facts: StartFacts | None) -> list[AgentMessage]:
+def _history_for(ctx: TurnContext, bound: BoundSession | None, facts: StartFacts | None,
+                 stored: AgentMessage | None = None) -> list[AgentMessage]:
     """The live history: this worker's copy from the previous turn (``bound``, taken from
     the session cache) plus the rows appended since (one small query), or a full load when
     the copy is missing or stale: the transcript was rewritten, or another turn of the
     session started since (another worker served it; agents/session_cache.py says why the
     whole copy goes). ``facts``: the session's stamps as the turn's start write read them
-    (None: read them here)."""
+    (None: read them here); ``stored``: the user message that write stored (None: none),
+    the only new row when the newest row before the write is the copy's last (no query)."""
     from sessions.models import Message
 
     if bound is not None:
@@ -507,8 +508,12 @@ def _history_for(ctx: TurnContext, bound: BoundSession | None,
         # transcript_version, and only the lease holder appends rows: the copy plus the
         # rows after it is the live history (a COUNT over every live row was 2-4 ms a turn).
         if bound.usable(version=version, served_since=served):
-            new = [message_to_agent(r) for r in Message.objects.filter(
-                session=ctx.session, active=True, id__gt=bound.last_id).order_by("id")]
+            if facts is not None and facts.last_message_id == bound.last_id:
+                # No row was written after the copy but this turn's own message: no query.
+                new = [stored] if stored is not None else []
+            else:
+                new = [message_to_agent(r) for r in Message.objects.filter(
+                    session=ctx.session, active=True, id__gt=bound.last_id).order_by("id")]
             ctx.bound = bound
             render_cache_put(bound.rendered)  # the first request renders only what is new
             return [*bound.history, *new]

@@ -86,13 +86,15 @@ class StartFacts:
     """The session as a turn's first write found it, before the write's own rows (one
     statement sees one snapshot): its ``transcript_version``; ``last_message_at``, the
     newest message's created_at (None: no message yet), whose age is the idle gap the cache
-    strategy reads; and ``served_after``: whether a turn other than the writing one, newer
+    strategy reads; ``last_message_id``, that message's id (None: none), which tells a kept
+    copy that ends there it has missed no row; and ``served_after``: whether a turn other than the writing one, newer
     than the turn id the caller asked about, has started (another worker served the
     session: the caller's kept copy is stale; None when not asked)."""
 
     transcript_version: int
     last_message_at: datetime | None
     served_after: bool | None
+    last_message_id: int | None = None
 
 
 def transcript_write(*, session: Session, owner: str | None, turn_id: int | None,
@@ -394,9 +396,10 @@ def _one_statement(connection, session: Session, *, owner: str, turn_id, now: da
     ids_sql = "(SELECT array_agg(id ORDER BY o) FROM ids)" if entries else "NULL"
     facts_sql = ""
     if start_facts:
-        facts_sql = (f', (SELECT "created_at" FROM "{mmeta.db_table}" WHERE "session_id" = %s '
-                     f'ORDER BY "{mmeta.pk.column}" DESC LIMIT 1), ')
-        params.append(session.pk)
+        newest = (f'FROM "{mmeta.db_table}" WHERE "session_id" = %s '
+                  f'ORDER BY "{mmeta.pk.column}" DESC LIMIT 1')
+        facts_sql = (f', (SELECT "created_at" {newest}), (SELECT "{mmeta.pk.column}" {newest}), ')
+        params += [session.pk, session.pk]
         if served_after is None:
             facts_sql += "NULL"
         else:
@@ -412,7 +415,7 @@ def _one_statement(connection, session: Session, *, owner: str, turn_id, now: da
         return None
     last, stop, steer, bypass, ids, version, *facts = row
     start = StartFacts(transcript_version=version, last_message_at=facts[0],
-                       served_after=facts[1]) if start_facts else None
+                       last_message_id=facts[1], served_after=facts[2]) if start_facts else None
     stored = []
     for entry, message_id, display in zip(entries, ids or [], displays):
         entry.row.id = message_id

@@ -159,3 +159,22 @@ def test_the_next_turn_renders_only_what_was_appended(alice, simulator, monkeypa
     # 2 x n_turns messages before it.
     assert "question last" in rendered and len(rendered) <= 6, rendered
     assert "question 0" not in rendered
+
+
+def test_a_row_written_between_turns_is_read_even_with_the_copy_kept(alice, simulator,
+                                                                      monkeypatch):
+    """The kept copy skips its new-rows query only when the start write saw no row after
+    the copy's last: a message stored between two turns (here by hand, as another writer
+    would) reaches the next request."""
+    simulator.state.script = Script(answer_policy)
+    worker = SessionCache()
+    session = session_create(user=alice)
+    serve(worker, session, alice, "question one", monkeypatch)
+    assert worker.peek(session.pk) is not None
+    Message.objects.create(session=session, role="user", content="a note added in between")
+    serve(worker, session, alice, "question two", monkeypatch)
+    sent = wire_texts(conversation_requests(simulator)[-1])
+    assert sent == ["question one", "Answer to <question one>.",
+                    "a note added in between\n\nquestion two"] or \
+        sent == ["question one", "Answer to <question one>.", "a note added in between",
+                 "question two"]

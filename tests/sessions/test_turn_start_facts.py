@@ -47,6 +47,7 @@ def test_the_start_write_reads_the_message_before_its_own_and_who_served_since(o
                                entries=[Entry(row=row)], start_facts=True, served_after=first_turn.pk)
     facts = written.start
     assert row.id is not None and facts.last_message_at == old  # not the row it wrote
+    assert facts.last_message_id == newest.pk
     assert facts.transcript_version == session.transcript_version
     assert facts.served_after is False  # only the writing turn is newer, and it is excluded
     third = Turn.objects.create(session=session, input_text="third",
@@ -56,6 +57,7 @@ def test_the_start_write_reads_the_message_before_its_own_and_who_served_since(o
                              start_facts=True, served_after=first_turn.pk).start
     assert again.served_after is True and again.last_message_at == Message.objects.get(
         pk=row.id).created_at
+    assert again.last_message_id == row.id
     assert transcript_write(session=session, owner="w1", turn_id=third.pk,
                             events=[("turn.started", {"turn_id": third.pk})],
                             start_facts=True).start.served_after is None
