@@ -30,7 +30,7 @@ from django.utils import timezone
 
 from accounts.models import Budget, SpendReservation
 from accounts.pricing import rate_overrides_load
-from agents.errors import TurnCancelled
+from agents.errors import TransportError, TurnCancelled
 from agents.messages import ModelRequest
 from agents.pricing import rates_resolve
 from agents.spend_caps import (
@@ -227,9 +227,12 @@ class BudgetedTransport:
         try:
             return self._inner.complete(request, **kwargs)
         except BaseException as exc:
-            # A stop that came while the provider answered is billed: the loop writes its
-            # usage, which settles the reservation in the same transaction (sessions/sink.py
-            # reply_stopped), so the cost is never neither reserved nor spent.
-            if admission.caps and not (isinstance(exc, TurnCancelled) and exc.billed):
+            # A stop that came while the provider answered is billed, and so is a failure
+            # after it began answering: the loop writes their usage, which settles the
+            # reservation in the same transaction (sessions/sink.py reply_stopped,
+            # reply_failed), so the cost is never neither reserved nor spent.
+            billed = ((isinstance(exc, TurnCancelled) and exc.billed)
+                      or (isinstance(exc, TransportError) and exc.billed))
+            if admission.caps and not billed:
                 reservations_settle(session_id=self._session.pk)
             raise

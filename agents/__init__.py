@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Callable, Protocol
 
-from agents.errors import TurnCancelled
+from agents.errors import TransportError, TurnCancelled
 from agents.messages import Message, ModelRequest, ModelResponse, ToolCall, Usage
 
 
@@ -78,6 +78,14 @@ class EventSink(Protocol):
         (``stop.billed``), the call's usage record (``stop.usage`` as reported before the
         stop, output counted from the text shown; None: estimated), in ONE write; the
         usage is kept even when the lease is lost."""
+        ...
+
+    def reply_failed(self, error: TransportError, *, request: ModelRequest,
+                     kind: str) -> list[Message]:
+        """``request``'s call failed after the transport's retries: keep the text the user
+        saw (``error.partial``, as an assistant message marked ``kind``) and a usage record
+        for every attempt the provider billed though it failed (``error.billed``), in ONE
+        write, once per error (``error.kept``); return the stored messages ([] when none)."""
         ...
 
     def should_stop(self) -> bool:

@@ -66,16 +66,22 @@ class TransportError(HarnessError):
     ``classified``: the ClassifiedError with recovery hints (None: not classified).
     ``partial``: the visible text already delivered ("" when none; cases B21, B22).
     ``attempts``: attempts made. ``interrupted_call``: the tool whose call the stream was
-    cut in, never run (B21), else None.
+    cut in, never run (B21), else None. ``billed``: the attempts the provider billed though
+    they failed (agents.messages.BilledAttempt, oldest first). ``kept``: the sink stored
+    the partial text and the billed attempts (EventSink.reply_failed), so nothing stores
+    them twice.
     """
 
     def __init__(self, message: str, classified: ClassifiedError | None = None, *,
-                 partial: str = "", attempts: int = 1, interrupted_call: str | None = None):
+                 partial: str = "", attempts: int = 1, interrupted_call: str | None = None,
+                 billed: tuple = ()):
         super().__init__(message)
         self.classified = classified
         self.partial = partial
         self.attempts = attempts
         self.interrupted_call = interrupted_call
+        self.billed = tuple(billed)
+        self.kept = False
 
 
 class DelegationRequested(TurnInterrupted):

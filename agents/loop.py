@@ -83,10 +83,8 @@ def run_turn(history: list[Message], *, harness: Harness, sink: EventSink,
             sink.reply_stopped(exc, request=request)
             raise
         except TransportError as exc:
-            partial = exc.partial
-            if partial:  # the user saw it: keep it, marked incomplete (B21, B22)
-                history.append(sink.message_added(Message(role="assistant", content=partial),
-                                                  kind=INCOMPLETE_KIND))
+            partial = exc.partial  # the user saw it: kept, marked incomplete (B21, B22)
+            history += sink.reply_failed(exc, request=request, kind=INCOMPLETE_KIND)
             if not errors.may_recover(request, exc, partial=partial) \
                     or (recovered := harness.recover(history, exc)) is None:
                 raise

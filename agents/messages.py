@@ -259,11 +259,27 @@ class ModelRequest:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class BilledAttempt:
+    """A provider attempt that failed after the provider had begun to answer it: its stream
+    opened (Anthropic's message_start reports the input and cache buckets), so the provider
+    bills it though no reply came (a cut connection, an error event mid-stream). ``usage``:
+    as reported before the failure (output as far as reported). ``provider``, ``model``,
+    ``credential``: the route that billed it ("" until the failover layer names it)."""
+
+    usage: Usage
+    provider: str = ""
+    model: str = ""
+    credential: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ModelResponse:
     """A provider's reply: the assistant message, usage (None when the provider sent none),
     the stop reason ("end_turn", "tool_use", "max_tokens", "refusal", ...), the model name,
     and which route served it: ``provider`` (profile name) and ``credential`` (the key's
-    label, never the secret), "" when the transport does not say (issue 10, build 1)."""
+    label, never the secret), "" when the transport does not say (issue 10, build 1).
+    ``billed_before``: attempts of this call that failed but were billed (retries, other
+    routes, throttled waits), oldest first; each gets its own usage record."""
 
     message: Message
     usage: Usage | None
@@ -271,3 +287,4 @@ class ModelResponse:
     model: str = ""
     provider: str = ""
     credential: str = ""
+    billed_before: tuple[BilledAttempt, ...] = ()

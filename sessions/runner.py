@@ -32,6 +32,7 @@ from agents.messages import ModelRequest, ModelResponse, ToolCall
 from agents.prompt import build_system_prompt, recover_stable_len
 from agents.providers import ProviderProfile, model_output_cap, resolve_profile
 from agents.context.reduction import ReductionState, recovery_plan, reduction_plan
+from agents.recovery import INCOMPLETE_KIND
 from agents.request import RequestPipeline
 from agents.session_cache import BoundSession, SessionCache, entry_bytes
 from agents.spend_caps import BudgetExceeded
@@ -360,6 +361,10 @@ def turn_execute(*, session: Session, turn: Turn, owner: str) -> str:
             log.warning("turn %s lost its lease; stopping without further writes", turn.pk)
             return "lease_lost"
         except TransportError as exc:
+            # The loop kept a failed call's text and billed attempts where it failed; the
+            # finalizer's call it does not catch: kept here (once: TransportError.kept).
+            sink.reply_failed(exc, kind=INCOMPLETE_KIND,
+                              request=ModelRequest(model=session.model, system="", messages=()))
             return _finish(ctx, sink, Turn.Status.FAILED, "turn.failed",
                            {"reason": _readable(exc),
                             "interrupted_tool": exc.interrupted_call,

@@ -23,7 +23,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
-from agents.errors import TurnCancelled
+from agents.errors import TransportError, TurnCancelled
 from agents.messages import Message as AgentMessage
 from agents.messages import ModelRequest, ModelResponse, ToolCall, Usage
 from agents.pricing import Buckets
@@ -179,7 +179,8 @@ class DbSink:
         text still buffered and the columns runner._observe left in ``columns``). Lease
         lost: the usage is still recorded (the call was billed), then LeaseLost."""
         stored = self._write(messages=[(message, kind)],
-                             usage=self._usage(usage, request, response, "turn"))[0]
+                             usages=[*self._billed(response.billed_before, request),
+                                     self._usage(usage, request, response, "turn")])[0]
         self._reply_call_ids.update(c.id for c in message.tool_calls)
         return stored
 
@@ -207,7 +208,37 @@ class DbSink:
                                  usage=usage, stop_reason="stopped", model=request.model)
         self.reservation_open = True  # the transport left it open whichever call this was
         self._write(messages=[(message, "")] if message is not None else [],
-                    usage=self._usage(usage, request, response, "turn"))
+                    usages=[self._usage(usage, request, response, "turn")])
+
+    def reply_failed(self, error: TransportError, *, request: ModelRequest,
+                     kind: str) -> list[AgentMessage]:
+        """A provider call failed (agents.EventSink): the text the user saw
+        (``error.partial``) is kept as an assistant message marked ``kind``, and every
+        attempt the provider billed though it failed (``error.billed``) gets its usage record
+        (settling the call's budget reservation, which accounts/budgets.py left open), in ONE
+        write. Once per error (``error.kept``): the loop keeps a call's failure where it
+        happens and the runner calls this again for a failure the loop did not see (the
+        finalizer's). Returns the stored messages ([] and no write when there is nothing
+        to keep or it was kept)."""
+        if error.kept:
+            return []
+        error.kept = True
+        shown = error.partial
+        billed = self._billed(error.billed, request)
+        if not shown and not billed:
+            return []
+        if billed:
+            self.reservation_open = True  # the transport left it open for this write
+        return self._write(messages=[(AgentMessage(role="assistant", content=shown), kind)]
+                           if shown else [], usages=billed)
+
+    def _billed(self, billed, request: ModelRequest) -> list:
+        """``_usage`` of each billed failed attempt (agents.messages.BilledAttempt), its usage
+        as the provider reported it before the failure, priced at its route."""
+        return [self._usage(b.usage, request, ModelResponse(
+            message=AgentMessage(role="assistant", content=""), usage=b.usage,
+            stop_reason="failed", model=b.model, provider=b.provider, credential=b.credential),
+            "turn") for b in billed]
 
     def lease_fresh(self) -> bool:
         """A guarded write renewed the turn lease less than a third of LEASE_SECONDS ago:
@@ -240,11 +271,11 @@ class DbSink:
                              start_facts=True, served_after=served_after)
         return (stored[0] if stored else None), self._start_facts
 
-    def _write(self, *, messages=(), events=(), usage=None, guarded: bool = True,
+    def _write(self, *, messages=(), events=(), usages=(), guarded: bool = True,
                relaxed: bool = False, head_events=(), start_facts: bool = False,
                served_after: int | None = None):
         """One transaction (sessions/writes.py): the buffered text as a text.delta event,
-        ``usage`` (from ``_usage``), the messages with their events (tool results carry the
+        ``usages`` (each from ``_usage``), the messages with their events (tool results carry the
         metadata and the call gathered for them), ``events``; returns the stored messages
         as agent values. Raises LeaseLost (after storing the lease-free part)."""
         entries = []
@@ -265,12 +296,11 @@ class DbSink:
         self._reply_open = False  # anything else announced ends the reply: the next delta opens one
         if text:
             free.append(("text.delta", {"turn_id": self.turn.pk, "text": text}))
-        if usage is not None:
-            free.append(("usage", usage[1]))
+        free += [("usage", payload) for _, payload in usages]
         renew = self.lease_seconds if guarded else None
         read_at = time.monotonic()  # the flags the write returns are no older than this
         settle = None
-        if usage is not None and self.reservation_open:
+        if usages and self.reservation_open:
             def settle(lease_ok: bool) -> None:  # same transaction as the usage row
                 MONEY.reservations_settle(session_id=self.session.pk)
         written = transcript_write(
@@ -278,10 +308,10 @@ class DbSink:
             turn_id=self.turn.pk, entries=entries, free_events=free, events=list(events),
             columns=self.columns if guarded else None, renew_seconds=renew,
             before_commit=settle, relaxed_commit=relaxed, head_events=list(head_events),
-            usage_row=None if usage is None else usage[0], start_facts=start_facts,
+            usage_rows=[record for record, _ in usages], start_facts=start_facts,
             served_after=served_after)
         self._start_facts = written.start  # read by turn_started, right after
-        if usage is not None:
+        if usages:
             self.reservation_open = True  # the next call's transport says again
         if guarded:
             self.columns = {}
@@ -398,7 +428,7 @@ class DbSink:
         (accounts/pricing.py) and written in ONE transaction with the settlement of the
         call's budget reservation and the usage event carrying the dollars (no lease
         needed: the call was billed whoever holds the lease now)."""
-        self._write(usage=self._usage(usage, request, response, purpose), guarded=False)
+        self._write(usages=[self._usage(usage, request, response, purpose)], guarded=False)
 
     def _usage(self, usage: Usage | None, request: ModelRequest, response: ModelResponse,
                purpose: str):

@@ -102,7 +102,7 @@ def transcript_write(*, session: Session, owner: str | None, turn_id: int | None
                      events: list[tuple[str, dict]] = (), columns: dict | None = None,
                      renew_seconds: int | None = None, before_commit=None,
                      relaxed_commit: bool = False,
-                     head_events: list[tuple[str, dict]] = (), usage_row=None,
+                     head_events: list[tuple[str, dict]] = (), usage_rows=(),
                      start_facts: bool = False, served_after: int | None = None) -> Written:
     """Store ``entries`` and ``events`` under ``owner``'s turn lease and ``free_events``
     whatever the lease, in one transaction (see the module docstring).
@@ -137,15 +137,15 @@ def transcript_write(*, session: Session, owner: str | None, turn_id: int | None
                                  entries=list(entries),
                                  items_before=[*free_events, *head_events],
                                  events=list(events), columns=columns or {},
-                                 renew_seconds=renew_seconds, usage_row=usage_row,
+                                 renew_seconds=renew_seconds, usage_rows=list(usage_rows),
                                  start_facts=start_facts, served_after=served_after)
         if written is not None:
             for event in written.events:
                 event_publish_on_commit(event)
             return written
-        # The lease is not ours: the usage row is stored; the lease-free events follow below
-        # and LeaseLost is raised.
-        entries, events, head_events, usage_row = [], [], [], None
+        # The lease is not ours: the usage rows are stored; the lease-free events follow
+        # below and LeaseLost is raised.
+        entries, events, head_events, usage_rows = [], [], [], []
     with transaction.atomic(using=alias, savepoint=False):
         if relaxed:
             relax_commit(connection)
@@ -169,7 +169,7 @@ def transcript_write(*, session: Session, owner: str | None, turn_id: int | None
                 raise Session.DoesNotExist(f"no session {session.pk}")
             last = updated[0]
             entries, events, head_events = [], [], []
-        if usage_row is not None:
+        for usage_row in usage_rows:
             usage_row.save(force_insert=True)
         if before_commit is not None:
             before_commit(lease_ok)
@@ -307,16 +307,16 @@ def _insert_fields(model):
 def _one_statement(connection, session: Session, *, owner: str, turn_id, now: datetime,
                    entries: list[Entry], items_before: list[tuple[str, dict]],
                    events: list[tuple[str, dict]], columns: dict, renew_seconds,
-                   usage_row, start_facts: bool = False, served_after: int | None = None
+                   usage_rows: list, start_facts: bool = False, served_after: int | None = None
                    ) -> Written | None:
     """The guarded write as one data-modifying statement in autocommit (PostgreSQL): the
     session UPDATE that checks and renews the lease, allocates the seqs and returns the
     stop and steer flags; the message rows (ids drawn from their sequence first, so each
-    event's payload names its row); the events; and ``usage_row`` (inserted whatever the
+    event's payload names its row); the events; and ``usage_rows`` (inserted whatever the
     lease: the call was billed). One round trip and one commit instead of BEGIN, three to
     five statements and COMMIT (issue 15 target 1: the floor is exactly this shape).
 
-    Returns None when the lease is not ``owner``'s: then only ``usage_row`` was stored and
+    Returns None when the lease is not ``owner``'s: then only ``usage_rows`` were stored and
     the caller writes the lease-free events the usual way. ``start_facts``: see
     transcript_write; the extra reads ride in the final SELECT, which sees the snapshot
     from before this statement's own inserts (PostgreSQL, "Data-Modifying Statements in
@@ -361,13 +361,17 @@ def _one_statement(connection, session: Session, *, owner: str, turn_id, now: da
         sql.append(f', m AS (INSERT INTO "{mmeta.db_table}" ("{mmeta.pk.column}", {names}) '
                    f'SELECT ids.id, {vnames} FROM (VALUES {", ".join(rows)}) '
                    f'AS v(o, {vnames}) JOIN ids USING (o))')
-    if usage_row is not None:
-        fields = _insert_fields(type(usage_row))
-        values, row_params = _cast_row(type(usage_row), usage_row, connection, fields=fields)
+    if usage_rows:
+        model = type(usage_rows[0])
+        fields = _insert_fields(model)
+        tuples = []
+        for usage_row in usage_rows:
+            values, row_params = _cast_row(model, usage_row, connection, fields=fields)
+            tuples.append(values)
+            params += row_params
         names = ", ".join(f'"{f.column}"' for f in fields)
-        sql.append(f', u AS (INSERT INTO "{usage_row._meta.db_table}" ({names}) '
-                   f'VALUES {values} RETURNING "{usage_row._meta.pk.column}")')
-        params += row_params
+        sql.append(f', u AS (INSERT INTO "{model._meta.db_table}" ({names}) '
+                   f'VALUES {", ".join(tuples)} RETURNING "{model._meta.pk.column}")')
     # The events: (index, type, payload, message ordinal or NULL), seqs in that order.
     items = [(t, p, None) for t, p in items_before]
     displays = []
@@ -422,7 +426,7 @@ def _one_statement(connection, session: Session, *, owner: str, turn_id, now: da
         entry.row._state.adding, entry.row._state.db = False, connection.alias
         display["id"] = message_id
         stored.append(entry.row)
-    if usage_row is not None:
+    for usage_row in usage_rows:
         usage_row._state.adding = False
     first = last - n_items + 1
     written = [RunEvent(session_id=session.pk, seq=first + k, type=type_, payload=payload,

@@ -396,6 +396,9 @@ def read_stream(events: Any, tap: TextTap, should_stop: Callable[[], bool]) -> M
         tap.interrupted_call = next(
             (b["name"] for b in blocks.values() if b["type"] == "tool_use" and not b["done"]),
             None)
+        if start_usage:  # message_start came: the provider was answering, and bills it
+            tap.billed = usage_from_anthropic(
+                {**merge_anthropic_stream_usage(start_usage, delta_usage), "failed": True})
         raise
     return _response(blocks, reasoning, start_usage, delta_usage, stop_reason, model)
 

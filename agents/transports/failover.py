@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 from agents import Transport
 from agents.errors import TransportError
-from agents.messages import ModelRequest, ModelResponse
+from agents.messages import BilledAttempt, ModelRequest, ModelResponse
 from agents.transports.errors import ClassifiedError, FailoverReason
 from agents.wording import served_label
 
@@ -92,6 +92,12 @@ class MemoryCooldowns:
 
     def clear(self, scope: str) -> None:
         self._rows.pop(scope, None)
+
+
+def _named(billed: tuple[BilledAttempt, ...], route: Route) -> tuple[BilledAttempt, ...]:
+    """``billed`` with the attempts no layer named yet attributed to ``route``."""
+    return tuple(b if b.provider else replace(b, provider=route.provider, model=route.model,
+                                              credential=route.credential) for b in billed)
 
 
 def cooldown_seconds(hint: float, strikes: int) -> float:
@@ -162,12 +168,14 @@ class FailoverTransport:
         """Serve ``request`` from the first usable route (see the module doc). The response
         names the route (``provider``, ``credential``). Raises the last TransportError when
         every route failed or is resting, or at once for a failure no other route can fix
-        or after text reached the user; TurnCancelled propagates."""
+        or after text reached the user; TurnCancelled propagates. Billed failed attempts are
+        named with their route and carried on (``billed_before`` / ``TransportError.billed``)."""
         known = self.store.known([s for r in self.routes
                                   for s in (r.key_scope, r.provider_scope)])
         candidates = [r for r in self.routes if not self.resting(r, known)] or self.routes[:1]
         skip_provider: str | None = None
         last: TransportError | None = None
+        billed: tuple[BilledAttempt, ...] = ()  # earlier routes' billed failures
         for index, route in enumerate(candidates):
             if route.provider == skip_provider:
                 continue
@@ -175,6 +183,8 @@ class FailoverTransport:
                 response = route.transport.complete(replace(request, model=route.model),
                                                     on_text=on_text, should_stop=should_stop)
             except TransportError as error:
+                billed += _named(error.billed, route)
+                error.billed = billed
                 hint = error.classified
                 if not isinstance(hint, ClassifiedError) or error.partial:
                     raise
@@ -191,7 +201,8 @@ class FailoverTransport:
             for scope in (route.key_scope, route.provider_scope):
                 if scope in known or scope in self._struck:  # a success resets its strikes
                     self.store.clear(scope)
-            return replace(response, provider=route.provider, credential=route.credential)
+            return replace(response, provider=route.provider, credential=route.credential,
+                           billed_before=billed + _named(response.billed_before, route))
         assert last is not None
         raise last
 

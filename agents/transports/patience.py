@@ -30,7 +30,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tenacity import RetryCallState, Retrying, retry_if_exception
@@ -117,8 +117,22 @@ class PatientTransport:
                  should_stop: Callable[[], bool] = lambda: False) -> ModelResponse:
         """``inner.complete``, tried again after each throttled failure until it returns,
         fails otherwise, or the patience is spent (the last TransportError is raised).
-        Raises TurnCancelled when the user stops the turn during a wait."""
+        Raises TurnCancelled when the user stops the turn during a wait. The billed failed
+        attempts of every try ride on the result or on the error raised (a stop during a
+        wait loses them: nothing records a TurnCancelled's earlier failures)."""
         patience = self.patience
+        billed: list = []
+
+        def attempt() -> ModelResponse:
+            try:
+                response = self.inner.complete(request, on_text=on_text,
+                                               should_stop=should_stop)
+            except TransportError as error:
+                billed.extend(error.billed)
+                error.billed = tuple(billed)
+                raise
+            return replace(response, billed_before=(*billed, *response.billed_before)) \
+                if billed else response
 
         def wait(state: RetryCallState) -> float:
             error = state.outcome.exception()
@@ -145,8 +159,7 @@ class PatientTransport:
 
         retrying = Retrying(retry=retry_if_exception(throttled), wait=wait, stop=give_up,
                             before_sleep=before_sleep, sleep=sleep, reraise=True)
-        return retrying(self.inner.complete, request, on_text=on_text,
-                        should_stop=should_stop)
+        return retrying(attempt)
 
 
 def routes_resting(failover: Any, clock: Callable[[], float] = time.time) -> Callable[[], float]:

@@ -16,12 +16,13 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
 from agents.errors import TransportError
+from agents.messages import BilledAttempt, ModelResponse, Usage
 from agents.transports.errors import PROVIDER_ERRORS, ClassifiedError, classify
 
 T = TypeVar("T")
@@ -55,12 +56,15 @@ class TextTap:
     """Wraps ``on_text`` and remembers what was delivered, so a retry can tell whether the
     user already saw something and a failure can carry the partial text. The stream reader
     sets ``interrupted_call`` to the tool whose call it was reading when the stream failed
-    (case B21)."""
+    (case B21), and ``billed`` when the failed attempt was already being answered."""
 
     def __init__(self, on_text: Callable[[str], None]) -> None:
         self._on_text = on_text
         self.parts: list[str] = []
         self.interrupted_call: str | None = None
+        self.billed: Usage | None = None
+        """Set by the stream reader when this attempt failed after the provider began to
+        answer (its usage as reported so far): the attempt is billed."""
 
     def __call__(self, text: str) -> None:
         self.parts.append(text)
@@ -72,10 +76,17 @@ class TextTap:
 
 
 def transport_error(classified: ClassifiedError, *, partial: str = "",
-                    attempts: int = 1, interrupted_call: str | None = None) -> TransportError:
+                    attempts: int = 1, interrupted_call: str | None = None,
+                    billed: tuple[BilledAttempt, ...] = ()) -> TransportError:
     """The TransportError for ``classified`` with its typed fields (agents/errors.py)."""
     return TransportError(f"{classified.reason.value}: {classified.message}", classified,
-                          partial=partial, attempts=attempts, interrupted_call=interrupted_call)
+                          partial=partial, attempts=attempts, interrupted_call=interrupted_call,
+                          billed=billed)
+
+
+def billed_attempts(taps: list[TextTap]) -> tuple[BilledAttempt, ...]:
+    """The billed failed attempts among ``taps`` (route not named yet), oldest first."""
+    return tuple(BilledAttempt(usage=tap.billed) for tap in taps if tap.billed is not None)
 
 
 def call_with_retries(attempt: Callable[[TextTap], T], *, on_text: Callable[[str], None],
@@ -88,7 +99,8 @@ def call_with_retries(attempt: Callable[[TextTap], T], *, on_text: Callable[[str
     ClassifiedError, ``partial``, ``attempts`` and ``interrupted_call``) when the failure is
     not retryable, text was already delivered, the server's hint exceeds
     ``policy.max_retry_after`` or the attempts are spent. Non-provider exceptions (bugs,
-    TurnCancelled) propagate unchanged.
+    TurnCancelled) propagate unchanged. Failed attempts the provider billed (``TextTap.billed``)
+    ride on the result (``ModelResponse.billed_before``) or the TransportError (``billed``).
     """
     taps: list[TextTap] = []
 
@@ -115,8 +127,13 @@ def call_with_retries(attempt: Callable[[TextTap], T], *, on_text: Callable[[str
                         retry=retry_if_exception(may_retry), wait=wait, sleep=sleep,
                         reraise=True)
     try:
-        return retrying(once)
+        result = retrying(once)
     except PROVIDER_ERRORS as exc:
         tap = taps[-1]
         raise transport_error(classify(exc), partial=tap.text, attempts=len(taps),
-                              interrupted_call=tap.interrupted_call) from exc
+                              interrupted_call=tap.interrupted_call,
+                              billed=billed_attempts(taps)) from exc
+    billed = billed_attempts(taps[:-1])
+    if billed and isinstance(result, ModelResponse):
+        result = replace(result, billed_before=billed + result.billed_before)
+    return result
