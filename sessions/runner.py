@@ -43,7 +43,7 @@ from agents.tools.dispatch import dispatch_tool_calls
 from agents.tools.ledger import split_by_ledger
 from agents.tools.spill import apply_spill
 from agents.transports import get_transport
-from agents.transports.anthropic_messages import render_cache_put, render_cache_take
+from agents.transports.anthropic_wire import render_cache_put, render_cache_take
 from agents.transports.errors import QUOTA_ADVICE
 from agents.transports.patience import Patience, PatientTransport, routes_resting
 from agents.transports.retry import RetryPolicy

@@ -21,7 +21,7 @@ from django.db import DatabaseError, InterfaceError, OperationalError, connectio
 from django.utils import timezone
 
 from agents.errors import LeaseLost
-from agents.transports.anthropic_messages import render_cache_clear
+from agents.transports.anthropic_wire import render_cache_clear
 from sessions.events import event_append
 from sessions.leases import LeaseHeartbeat, lease_acquire_id, lease_release, lease_validate
 from sessions.models import RunEvent, Session, Turn

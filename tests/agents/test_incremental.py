@@ -19,8 +19,8 @@ from agents.request import RequestPipeline
 from agents.session_cache import BoundSession, entry_bytes
 from agents.tools.registry import default_registry
 from agents.transports import get_transport
-from agents.transports.anthropic_messages import (_render_fresh, render_cache_clear,
-                                                  render_messages)
+from agents.transports.anthropic_wire import (_render_fresh, render_cache_clear,
+                                              render_messages)
 
 TOOLS = default_registry().specs()[:3]
 SCAFFOLD = "SCAFFOLD:: fixed instructions\n"
@@ -256,7 +256,7 @@ marks_strategy = st.dictionaries(
 @given(st.lists(st.tuples(ops, marks_strategy), min_size=1, max_size=14),
        st.integers(min_value=0, max_value=40))
 def test_wire_rendering_reused_from_the_last_equals_a_fresh_one(steps, long_after):
-    """render_messages extends the thread's last rendering (anthropic_messages._plain_wire):
+    """render_messages extends the thread's last rendering (anthropic_wire._plain_wire):
     for histories that grow, get rewritten, truncated and reloaded, with marks that move,
     the body equals the rendering made without the cache, and a body handed out earlier is
     never edited by a later rendering (it is shared, read-only)."""

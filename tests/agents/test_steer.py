@@ -24,7 +24,7 @@ from agents.steer import (SAFE_POINTS, STEERED_RESULT, Correction, Point, may_la
 from agents.tools import ToolContext
 from agents.tools.dispatch import dispatch_tool_calls
 from agents.tools.registry import default_registry
-from agents.transports.anthropic_messages import render_messages
+from agents.transports.anthropic_wire import render_messages
 from agents.transports.openai_chat import merge_same_role, render_message
 from tests.agents.test_history import is_legal
 

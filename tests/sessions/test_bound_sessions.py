@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from agents.session_cache import SessionCache
-from agents.transports import anthropic_messages
+from agents.transports import anthropic_wire
 from sessions import runner
 from sessions.models import Message, RunEvent, Turn
 from sessions.services import session_create, turn_start
@@ -134,17 +134,17 @@ def test_the_next_turn_renders_only_what_was_appended(alice, simulator, monkeypa
     simulator.state.script = Script(answer_policy)
     worker = SessionCache()
     session = session_create(user=alice)
-    n_turns = anthropic_messages.RENDER_CACHE_MIN // 2 + 2  # past the cache's minimum
+    n_turns = anthropic_wire.RENDER_CACHE_MIN // 2 + 2  # past the cache's minimum
     for n in range(n_turns):
         serve(worker, session, alice, f"question {n}", monkeypatch)
     kept = worker.peek(session.pk)
     assert kept.rendered is not None and kept.rendered_size > 0
     assert kept.charged == kept.size + kept.rendered_size
     assert worker.stats().bytes == kept.charged
-    assert anthropic_messages._RENDERED.__dict__.get("entry") is None
+    assert anthropic_wire._RENDERED.__dict__.get("entry") is None
 
     rendered: list[str] = []
-    plain_blocks = anthropic_messages._plain_blocks
+    plain_blocks = anthropic_wire._plain_blocks
 
     def counting(message):
         rendered.append(message.content)
