@@ -137,6 +137,17 @@
   function typing(target) {
     return target && (target.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(target.tagName));
   }
+  /* Alt+N presses the New session button in sight: the page's own (the session list), the
+     sidebar's or the header's (only one shows at a time: static/app.css). Any of them posts
+     the same form, so a hidden one is still pressed when none shows. */
+  function newSessionButton() {
+    var ids = ["new-session", "sidebar-new-session", "header-new-session"];
+    for (var i = 0; i < ids.length; i++) {
+      var el = document.getElementById(ids[i]);
+      if (el && el.getClientRects().length && getComputedStyle(el).visibility === "visible") return el;
+    }
+    return document.getElementById("header-new-session");
+  }
   function showShortcuts() {
     var dialog = document.getElementById("shortcuts");
     if (dialog && !dialog.open) dialog.showModal();
@@ -154,7 +165,7 @@
       return;
     }
     if (e.altKey && !e.ctrlKey && !e.metaKey && (e.key === "n" || e.key === "N" || e.code === "KeyN")) {
-      var button = document.getElementById("header-new-session");
+      var button = newSessionButton();
       if (button) { e.preventDefault(); button.click(); }
       return;
     }

@@ -270,13 +270,8 @@
     if (e.detail.elt && e.detail.elt.id === "composer") saveDraft();
   });
 
-  /* Composer: Enter sends, Shift+Enter adds a line (not while an IME is composing). */
-  document.addEventListener("keydown", function (e) {
-    if (e.target.id !== "composer-text" || e.key !== "Enter" || e.shiftKey || e.isComposing) return;
-    e.preventDefault();
-    var form = e.target.form;
-    if (e.target.value.trim() && form.requestSubmit) form.requestSubmit();
-  });
+  /* The composer's keys (Enter sends, Shift+Enter adds a line, Alt+Enter steers) are bound
+     by static/composer.js, loaded before this deferred script so no key is lost meanwhile. */
   document.addEventListener("htmx:afterRequest", function (e) {
     var form = e.detail.elt;
     if (form.id === "composer" && e.detail.successful && e.detail.xhr.status === 200) {

@@ -1,24 +1,15 @@
-/* Steering a running turn (issue 12 item 4): Alt+Enter in the composer sends the text as a
- * correction, exactly like the Steer button (it posts to /sessions/<id>/steer/ through
- * htmx). Plain Enter keeps queuing the message behind the turn (static/chat.js).
- *
- * The key handler runs in the capture phase on document and stops the event there, so
- * chat.js's Enter handler never also sends the text as an ordinary message.
+/* Steering a running turn (issue 12 item 4): the Steer button posts the composer's text to
+ * /sessions/<id>/steer/ through htmx, as a correction that lands inside the running turn
+ * instead of queuing behind it. Alt+Enter in the composer presses the button: that key is
+ * bound by static/composer.js (loaded before the deferred scripts, with Enter and
+ * Shift+Enter, so a key pressed while the page loads is not lost). Plain Enter keeps
+ * queuing the message behind the turn.
  */
 (function () {
   "use strict";
   var chat = document.getElementById("chat");
   if (!chat) return;
   var DRAFT_KEY = "hermes-draft-" + chat.dataset.sessionId;
-
-  document.addEventListener("keydown", function (e) {
-    if (e.target.id !== "composer-text" || e.key !== "Enter" || !e.altKey || e.shiftKey ||
-        e.isComposing) return;
-    e.preventDefault();
-    e.stopPropagation();
-    var button = document.getElementById("steer-button");
-    if (button && e.target.value.trim()) button.click();
-  }, true);
 
   /* Sent: clear the composer and forget the draft, as chat.js does after Send. */
   document.addEventListener("htmx:afterRequest", function (e) {

@@ -117,6 +117,17 @@ def send_message(page, text: str) -> None:
     page.press("#composer-text", "Enter")
 
 
+NEW_SESSION_BUTTONS = ("#new-session", "#sidebar-new-session", "#header-new-session")
+
+
+def click_new_session(page) -> None:
+    """Press the one "New session" button in sight: the session list's own (#new-session),
+    the sidebar's on desktop, or the header's where the sidebar is hidden (a phone, or the
+    column collapsed); static/app.css shows one at a time. Two in sight fails (strict
+    locator)."""
+    page.locator(", ".join(f"{b}:visible" for b in NEW_SESSION_BUTTONS)).click()
+
+
 def logged_in(browser, url: str, username: str, password: str, *,
               viewport: dict | None = None):
     """A new browser context logged in as ``username``; returns (context, page) on "/"."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.browser.conftest import ROOT, embedded_server, logged_in, send_message
+from tests.browser.conftest import ROOT, click_new_session, embedded_server, logged_in, send_message
 
 pytestmark = pytest.mark.browser
 
@@ -53,7 +53,7 @@ def chat_path(server, browser):
     """A session with a finished turn: messages, tool cards, code, a table, a usage line."""
     url, _, password = server
     context, page = logged_in(browser, url, "demo", password)
-    page.click("#header-new-session")
+    click_new_session(page)
     page.wait_for_selector("#composer-text")
     send_message(page, "list the files and read README.md")
     page.wait_for_selector(".usage", timeout=WAIT)

@@ -18,7 +18,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.browser.conftest import ROOT, embedded_server, logged_in, send_message
+from tests.browser.conftest import (
+    ROOT, click_new_session, embedded_server, logged_in, send_message)
 
 pytestmark = pytest.mark.browser
 
@@ -56,7 +57,7 @@ def shot(page, name: str) -> None:
 
 
 def new_session(page, url: str) -> str:
-    page.click("#header-new-session")
+    click_new_session(page)
     page.wait_for_selector("#composer-text")
     return page.url
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser.conftest import logged_in
+from tests.browser.conftest import click_new_session, logged_in
 from tests.browser.conftest import send_message
 
 pytestmark = pytest.mark.browser
@@ -24,7 +24,7 @@ def test_a_new_user_can_steer_the_slow_demo(server, browser, viewport):
     context, page = logged_in(browser, url, "demo", password, viewport=viewport)
     page.set_default_timeout(WAIT_MS)
     try:
-        page.click("#header-new-session")
+        click_new_session(page)
         page.wait_for_selector("#composer-text")
         assert "send “slow demo”" in page.inner_text("#empty-chat")
         send_message(page, "help")

@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.browser.conftest import embedded_server, logged_in, send_message
+from tests.browser.conftest import click_new_session, embedded_server, logged_in, send_message
 
 pytestmark = pytest.mark.browser
 
@@ -146,7 +146,7 @@ def test_stop_and_resume_labels_never_break_inside_the_word(server, browser, nam
         assert_one_line(page, "#budget-resume")
         shot(page, f"budget-resume-{name}")
 
-        page.click("#header-new-session")
+        click_new_session(page)
         page.wait_for_selector("#composer-text")
         send_message(page, "slow demo")
         page.wait_for_selector(".tool-card[data-status=running]")
