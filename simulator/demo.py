@@ -153,7 +153,7 @@ def _listing(command: str, output: str) -> str:
     dots = sum(1 for name in names if name in (".", ".."))
     count = len(names) - dots
     noun = "entry" if count == 1 else "entries"
-    besides = " besides . and .." if dots else ""
+    besides = " (not counting the folder itself and its parent)" if dots else ""
     return f"- `{command}` lists {count} {noun}{besides}."
 
 

@@ -38,7 +38,7 @@ def _reply(body: dict) -> str:
 
 def test_long_listing_counts_entries_and_says_dot_entries_are_apart() -> None:
     text = _reply(_after_ls("ls -la", LONG))
-    assert "`ls -la` lists 1 entry besides . and .." in text
+    assert "`ls -la` lists 1 entry (not counting the folder itself and its parent)" in text
     assert "entries" not in text
 
 
@@ -69,7 +69,7 @@ def test_long_listing_of_25_lines_counts_every_entry() -> None:
         target = " -> src" if kind == "l" else ""
         rows.append(f"{kind}rw-r--r-- 1 u u 9 Nov 30 04:10 {name}{target}")
     text = _reply(_after_ls("ls -la", "\n".join(rows + ["[exit code 0]"])))
-    assert "lists 23 entries besides . and .." in text
+    assert "lists 23 entries (not counting the folder itself and its parent)" in text
 
 
 @pytest.mark.parametrize("output, expected", [
