@@ -30,6 +30,9 @@ INCOMPLETE_KIND = "incomplete"
 (cases B21, B22): replayed as ordinary text, marked in the UI."""
 REFUSAL_KIND = "refusal"
 """``kind`` of an assistant message whose reply was a refusal (case B27)."""
+STOPPED_KIND = "stopped"
+"""``kind`` of the text kept from a reply the user stopped mid-stream: replayed as ordinary
+text, marked in the UI (a reload showed a sentence cut short with nothing saying why)."""
 
 
 @dataclass

@@ -25,7 +25,7 @@ log = logging.getLogger("hermes.events")
 
 EVENT_TYPES = frozenset({
     "turn.queued", "turn.started", "text.delta", "message.added", "tool.called",
-    "tool.result", "turn.finished", "turn.failed", "turn.cancelled", "turn.awaiting_approval",
+    "tool.ended", "tool.result", "turn.finished", "turn.failed", "turn.cancelled", "turn.awaiting_approval",
     "approval.requested", "approval.decided", "compaction", "prune", "cache.warning",
     "usage", "error", "session.updated", "turn.recovered", "budget.exceeded",
     "budget.warning",

@@ -249,6 +249,14 @@ def event_html(event: dict, *, user=None, user_label: str = "You") -> str | None
         return _partial("message", {"item": message_item(message, user_label=user_label)})
     if type == "tool.called":
         return _partial("tool-call", {"card": tool_card(payload.get("tool_call") or {})})
+    if type == "tool.ended":  # the card's status only; the output comes with tool.result
+        card = tool_card({"id": payload.get("tool_call_id", ""), "name": payload.get("name"),
+                          "arguments": {}}, {"is_error": bool(payload.get("is_error")),
+                                             "tool_meta": payload.get("tool_meta") or {}})
+        # Merged into the live card: its summary stays (no arguments here), and its output
+        # says where the text is until the batch's results are stored.
+        card.update(summary="", output=None, ended=True)
+        return _partial("tool-card", {"card": card})
     if type == "tool.result":
         message, call = payload.get("message") or {}, payload.get("tool_call")
         card = tool_card(call, message) if call else _orphan_result(message)
@@ -276,7 +284,7 @@ def event_html(event: dict, *, user=None, user_label: str = "You") -> str | None
             outcome = outcome_item(payload.get("turn_id"), payload["command"],
                                    str(payload.get("text") or ""))
             html += _partial("notice", outcome)
-        if type in ("turn.finished", "budget.exceeded"):
+        if type in ("turn.finished", "turn.cancelled", "turn.failed", "budget.exceeded"):
             usage = usage_item(payload.get("turn_id"), payload.get("usage") or payload)
             if not usage["empty"]:
                 html += _partial("usage-line", {"usage": usage})

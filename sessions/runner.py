@@ -627,6 +627,7 @@ def _execute(ctx: TurnContext, sink: DbSink, calls: list[ToolCall]):
 
         def on_result(call: ToolCall, out) -> None:
             sink.tools_ran()
+            sink.tool_ended(call, out)
             # A read has no effect to protect: its output is stored with the batch's results
             # (one commit) and a read interrupted before that simply runs again. A call with
             # effects is ledgered at once, before anything else can fail (B39).

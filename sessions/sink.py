@@ -27,6 +27,7 @@ from agents.errors import TransportError, TurnCancelled
 from agents.messages import Message as AgentMessage
 from agents.messages import ModelRequest, ModelResponse, ToolCall, Usage
 from agents.pricing import Buckets
+from agents.recovery import STOPPED_KIND
 from agents.context.tokens import estimate_message_tokens, estimate_text_tokens
 from agents.wording import served_label
 from agents.tools.ledger import LedgerEntry, LedgerKey, ledger_key
@@ -40,6 +41,8 @@ from sessions.writes import Entry, StartFacts, relax_commit, transcript_write
 DELTA_BATCH_SECONDS = 0.05
 """How long text deltas are gathered into one text.delta event (issue 2: about 50 ms); the
 default of HERMES["DELTA_BATCH_MS"]."""
+CARD_STATUS_META = ("exit_code", "timed_out", "stopped", "steered", "denied")
+"""The result metadata a tool card's status reads (sessions/tool_cards.py tool_status)."""
 STOP_CHECK_SECONDS = 0.25
 """The stop flag is at most this old (seconds) when should_stop answers: read by the last
 text.delta write (sessions/events.py::delta_append returns it), else polled."""
@@ -143,6 +146,9 @@ class DbSink:
         """Display metadata of tool results not stored yet, by tool call id (the runner
         fills it from the dispatch outcome; message_added stores it on the row)."""
         self._calls: dict[str, dict] = {}
+        self._ended: list[tuple[str, dict]] = []
+        """tool.ended events of calls that finished since the last announcement: written
+        with the next segment's (``tools_called``), no write of their own."""
         self.lease_seconds = lease_seconds
         """Every guarded write renews the turn lease to now + this (None: no renewal)."""
         self.lease_renewed_at: float | None = None
@@ -170,6 +176,7 @@ class DbSink:
     def messages_added(self, messages: list[AgentMessage]) -> list[AgentMessage]:
         """Store a batch (a tool call batch's results) in ONE transaction under the lease,
         then announce each (B02, B05: a crash keeps all of them or none). Raises LeaseLost."""
+        self._ended.clear()  # the results say it all
         return self._write(messages=[(m, "") for m in messages])
 
     def reply_added(self, message: AgentMessage, *, kind: str = "", usage: Usage | None,
@@ -185,8 +192,8 @@ class DbSink:
         return stored
 
     def reply_stopped(self, stop: TurnCancelled, *, request: ModelRequest) -> None:
-        """The user stopped ``request``'s call (agents.EventSink). The text shown is kept as a
-        plain assistant message. A call stopped while the provider answered
+        """The user stopped ``request``'s call (agents.EventSink). The text shown is kept as an
+        assistant message marked STOPPED_KIND. A call stopped while the provider answered
         (``stop.billed``) is billed, so it also gets a UsageRecord like a reply's, priced
         and settling the call's budget reservation (accounts/budgets.py leaves it open for
         this write), in ONE transaction under the lease (the usage is kept if the lease is
@@ -197,7 +204,7 @@ class DbSink:
         message = AgentMessage(role="assistant", content=shown) if shown else None
         if not stop.billed:
             if message is not None:
-                self.message_added(message)
+                self.message_added(message, kind=STOPPED_KIND)
             return
         usage = stop.usage
         if usage is not None:
@@ -207,7 +214,7 @@ class DbSink:
         response = ModelResponse(message=message or AgentMessage(role="assistant", content=""),
                                  usage=usage, stop_reason="stopped", model=request.model)
         self.reservation_open = True  # the transport left it open whichever call this was
-        self._write(messages=[(message, "")] if message is not None else [],
+        self._write(messages=[(message, STOPPED_KIND)] if message is not None else [],
                     usages=[self._usage(usage, request, response, "turn")])
 
     def reply_failed(self, error: TransportError, *, request: ModelRequest,
@@ -400,11 +407,24 @@ class DbSink:
         another worker resumed) cannot start a call the other will run too. ``read_only``
         (per call, what its tool declares): when every call is a read the commit may be
         relaxed (sessions/writes.py). Raises LeaseLost."""
-        self._write(events=[("tool.called", {"turn_id": self.turn.pk,
-                                             "tool_call": call.to_dict()}) for call in calls],
+        ended, self._ended = self._ended, []
+        self._write(events=[*ended, *(("tool.called", {"turn_id": self.turn.pk,
+                                                       "tool_call": call.to_dict()})
+                                      for call in calls)],
                     relaxed=all(read_only) and settings.HERMES["RELAXED_READ_ONLY_COMMITS"])
         for call in calls:
             self._calls[call.id] = call.to_dict()
+
+    def tool_ended(self, call: ToolCall, output) -> None:
+        """``call`` finished with ``output`` (agents.tools.ToolOutput): its card may say so
+        before the batch's results are stored. The ``tool.ended`` event (call id and name,
+        is_error, the metadata a card's status reads) rides on the next segment's
+        announcement, so a reply's sequential steps turn done one by one at no extra commit
+        (a fresh user saw three finished steps say "running" until the last one ended)."""
+        meta = {k: output.metadata[k] for k in CARD_STATUS_META if k in output.metadata}
+        self._ended.append(("tool.ended", {"turn_id": self.turn.pk, "tool_call_id": call.id,
+                                           "name": call.name, "is_error": output.is_error,
+                                           "tool_meta": meta}))
 
     def tool_finished(self, call: ToolCall, content: str, is_error: bool, *,
                       read_only: bool = False) -> None:

@@ -150,7 +150,8 @@ def tool_status(*, result: dict | None, approval_state: str | None = None,
     ran and exited non-zero, from metadata exit_code) · stopped (the user pressed stop: the
     command was killed, or the call was skipped; metadata stopped; label "not run: steered"
     when a correction overtook it, metadata steered) · cancelled / denied /
-    expired (its approval was, so it never ran)."""
+    expired (its approval was, so it never ran) · denied (metadata denied: the policy or a
+    person refused it; the request's own state wins when there is one)."""
     meta = (result or {}).get("tool_meta") or {}
     if meta.get("stopped"):
         return "stopped", "stopped"
@@ -159,6 +160,8 @@ def tool_status(*, result: dict | None, approval_state: str | None = None,
     if approval_state in APPROVAL_STATUSES and (result is None or result.get("is_error")):
         status = APPROVAL_STATUSES[approval_state]
         return status, status
+    if meta.get("denied") and approval_state is None:  # never ran: policy or a person said no
+        return "denied", "denied"
     if result is None and approval_state == AWAITING_ANSWER:
         return "waiting", WAITING_LABEL
     if result is None and approval_state == "pending":

@@ -51,6 +51,13 @@
         .indexOf(existing.dataset.status) >= 0;
       if (done && (el.dataset.status === "running" || el.dataset.status === "queued")) return;
       var merge = (existing.dataset.merge || "").split(" ").filter(Boolean);
+      /* A call whose approval was decided never ran: its result (an error that says so)
+         brings the text, not a new state ("denied" used to turn into "error"). */
+      var decided = ["cancelled", "denied", "expired"].indexOf(existing.dataset.status) >= 0;
+      if (decided && (el.dataset.status === "error" || el.dataset.status === "denied")) {
+        merge = merge.filter(function (cls) { return cls !== "tool-status"; });
+        el.dataset.status = existing.dataset.status;
+      }
       if (merge.length && existing.tagName === el.tagName && el.dataset.status !== "running") {
         merge.forEach(function (cls) {
           var from = el.querySelector("." + cls), to = existing.querySelector("." + cls);

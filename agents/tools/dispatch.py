@@ -48,7 +48,8 @@ class DispatchOutcome:
     policy decision (None for a call that failed validation; it gets its error on resume).
     ``outputs``: ToolOutput by call id for the calls that ran (metadata for the UI), and for
     the calls a stop skipped (metadata {"stopped": True}) or a correction overtook
-    (metadata {"steered": True}).
+    (metadata {"steered": True}), and for the calls the policy or a person denied (metadata
+    {"denied": the decision's rule}).
     ``interrupted``: should_stop() turned true and some calls were not run.
     """
 
@@ -210,6 +211,10 @@ def dispatch_tool_calls(
             if not reason.startswith("not executed:"):  # a timed-out approval already says so
                 reason = f"not executed: {reason}"
             results[index] = tool_result(prep.call, reason, is_error=True)
+            # The card says "denied", not "error": the call never ran (a fresh user saw a
+            # card a reviewer denied turn to "error" when its result arrived).
+            outputs[prep.call.id] = ToolOutput(text=reason, is_error=True,
+                                               metadata={"denied": decision.rule or "policy"})
         else:
             assert prep.tool is not None
             facts.append(call_facts(index, prep.tool, prep.args, ctx))

@@ -150,7 +150,7 @@ def test_the_next_turn_renders_only_what_was_appended(alice, simulator, monkeypa
         rendered.append(message.content)
         return plain_blocks(message)
 
-    monkeypatch.setattr(anthropic_messages, "_plain_blocks", counting)
+    monkeypatch.setattr(anthropic_wire, "_plain_blocks", counting)
     serve(worker, session, alice, "question last", monkeypatch)
     live = [m.content for m in Message.objects.filter(session=session, active=True)
             .order_by("id")]

@@ -243,7 +243,12 @@ def test_a_reply_stopped_mid_stream_is_billed_and_counts_against_the_cap(
     assert len(usage) == 1 and Decimal(usage[0]["payload"]["cost_usd"]) == record.cost_usd
     # The text the user saw is kept, in the same write as its usage.
     kept = Message.objects.get(session=session, role="assistant")
-    assert kept.content == shown
+    assert kept.content == shown and kept.kind == "stopped"
+    # The cost line is drawn live with the turn's end, as for a finished turn.
+    assert frames[-1]["type"] == "turn.cancelled"
+    assert f'id="usage-{turn.pk}"' in frames[-1].get("html", "")
+    page = client.get(f"/sessions/{session.pk}/").content.decode()
+    assert "stopped by you" in page  # a reload says why the sentence ends there
 
 
 @pytest.mark.services
