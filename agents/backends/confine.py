@@ -22,9 +22,13 @@ Where the kernel offers Landlock, each command is confined in the child before e
   PyPI ``landlock`` binding exposes no network rules, so this second, network-only layer is
   created with the raw syscalls here (Landlock stacks layers; both apply).
 
+- signals and abstract Unix sockets (ABI 6 and later): scoped to the command's own
+  processes, so it cannot signal the worker or any other process of the host.
+- no device nodes are created (mknod of a block or character device), anywhere.
+
 Not covered by Landlock: connecting to a pathname Unix socket (e.g. PostgreSQL's
 /var/run/postgresql socket: keep it on password or peer authentication, or use the sandbox
-backend, which does not mount /run), UDP, and abstract sockets.
+backend, which does not mount /run), UDP, abstract sockets and signals below ABI 6.
 Where Landlock is missing (old kernel, disabled LSM, seccomp in a container) the local
 backend falls back to the policy alone, and ``landlock_abi()`` says so (0).
 
@@ -67,6 +71,17 @@ class _NetRulesetAttr(ctypes.Structure):
                 ("handled_access_net", ctypes.c_uint64)]
 
 
+class _ScopedRulesetAttr(ctypes.Structure):
+    """struct landlock_ruleset_attr up to ``scoped`` (ABI 6 and later)."""
+
+    _fields_ = [("handled_access_fs", ctypes.c_uint64),
+                ("handled_access_net", ctypes.c_uint64),
+                ("scoped", ctypes.c_uint64)]
+
+
+_SCOPE_ABSTRACT_UNIX_SOCKET, _SCOPE_SIGNAL = 1 << 0, 1 << 1
+
+
 class _NetPortAttr(ctypes.Structure):
     """struct landlock_net_port_attr."""
 
@@ -84,10 +99,16 @@ def _syscall(number: int, *args) -> int:
 
 def net_ruleset(ports: Iterable[int] = ALLOWED_TCP_PORTS) -> int | None:
     """A ruleset fd that handles TCP bind and connect and allows connecting to ``ports``
-    only; None below ABI 4 (no network rules in the kernel). Raises OSError."""
-    if landlock_abi() < 4:
+    only; None below ABI 4 (no network rules in the kernel). From ABI 6 it also scopes
+    signals and abstract Unix sockets to the confined command's own processes: on the host
+    a command ran as the worker's user, and a second user's ``kill -STOP`` froze the shared
+    worker (every user's turns) with no approval. Raises OSError."""
+    abi = landlock_abi()
+    if abi < 4:
         return None
-    attr = _NetRulesetAttr(0, _NET_BIND_TCP | _NET_CONNECT_TCP)
+    attr = (_ScopedRulesetAttr(0, _NET_BIND_TCP | _NET_CONNECT_TCP,
+                               _SCOPE_SIGNAL | _SCOPE_ABSTRACT_UNIX_SOCKET) if abi >= 6
+            else _NetRulesetAttr(0, _NET_BIND_TCP | _NET_CONNECT_TCP))
     fd = _syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)),
                   ctypes.c_uint32(0))
     try:
@@ -197,10 +218,12 @@ class LandlockRules:
 
     def __init__(self, *, workspace: str, tmp: str, protected: Iterable[str] = ()):
         ctypes.set_errno(0)
-        everything = FSAccess.all()
+        # No device nodes, even in the workspace (a second user found mknod allowed there:
+        # a block device of the host's disk reads it raw).
+        everything = FSAccess.all() & ~(FSAccess.MAKE_BLOCK | FSAccess.MAKE_CHAR)
         read_dir = FSAccess.READ_DIR | FSAccess.READ_FILE | FSAccess.EXECUTE
         read_file = FSAccess.READ_FILE | FSAccess.EXECUTE
-        self._ruleset = Ruleset(restrict_rules=everything)
+        self._ruleset = Ruleset(restrict_rules=FSAccess.all())  # handled: device nodes too
         # Resolve the library's syscall wrappers now: the child must not dlopen or import.
         self._prctl, self._restrict = get_prctl(), get_restrict_self()
         for path, is_dir in _read_plan(tuple(protected)):

@@ -255,6 +255,22 @@ _WITH_ARG = {
 }
 
 
+def _env_split_string(arg: str) -> str | None:
+    """The command text of env's split-string option written in one word (``-S'cmd'``, a
+    bundle ``-iS'cmd'``, ``--split-string=cmd``; "" when its value is the next word), else
+    None. A letter taking a value (``-u``, ``-C``) before ``S`` owns the rest of the word."""
+    if arg.startswith("--split-string="):
+        return arg.split("=", 1)[1]
+    if not arg.startswith("-") or arg.startswith("--") or arg == "-S":
+        return None
+    for at, letter in enumerate(arg[1:], 1):
+        if letter in "uC":
+            return None
+        if letter == "S":
+            return arg[at + 1:]
+    return None
+
+
 def unwrap(words: list[Word]) -> list[Word] | None:
     """The command a wrapper runs (``env X=1 sudo -u r id`` → ``sudo -u r id``), or None
     when ``words`` is not a wrapper or runs nothing (``command -v x``, ``sudo -l``)."""
@@ -271,6 +287,12 @@ def unwrap(words: list[Word]) -> list[Word] | None:
             continue
         if name == "env" and arg in ("-S", "--split-string") and i + 1 < len(rest):
             return [Word(t, rest[i + 1].dyn) for t in rest[i + 1].text.split()] + rest[i + 2:]
+        split = _env_split_string(arg) if name == "env" else None
+        if split is not None:  # ``-S"cmd"``, ``-iS'cmd'``, ``--split-string=cmd`` (attack)
+            if split:
+                return [Word(t, rest[i].dyn) for t in split.split()] + rest[i + 1:]
+            if i + 1 < len(rest):
+                return [Word(t, rest[i + 1].dyn) for t in rest[i + 1].text.split()] + rest[i + 2:]
         if name in ("command", "sudo") and arg in ("-v", "-V", "-l", "-k", "-K", "--list"):
             return None
         if name == "ionice" and arg == "-p" or name == "chrt" and arg in ("-p", "--pid"):

@@ -22,6 +22,7 @@ from agents.policy.command_forms import (Word, git_globals, in_double_quotes, no
                                   prepare_for_parsing, static_output, unwrap)
 from agents.policy.command_hooks import HookWalker
 from agents.policy.command_model import ParsedCommand, SimpleCommand
+from agents.policy.command_options import option_commands
 from agents.policy.command_scripts import ScriptReader
 from agents.policy.command_tables import (AWKS, DOWNLOADERS, EDITORS, GLOB_CANDIDATES, INTERPRETER,
                                    KNOWN_PROGRAMS, SHELLS, WRITE_PROGRAMS, _GLOB_NAME)
@@ -294,6 +295,13 @@ class _Walker(HookWalker):
                 if "=" in w.text and not w.text.startswith("-"):
                     key, _, value = w.text.partition("=")
                     self.env_hook(key, Word(value, w.dyn), depth)
+        # A command in an option or a script text (sed e, script -c, man -P, sqlite3 .shell):
+        # judged like any command, or a finding when it cannot be seen (command_options.py).
+        for kind, text in option_commands(name, [w.text for w in inner[1:]], data):
+            if kind == "command":
+                self.parse(text, depth + 1)
+            else:
+                self.findings.append((kind, text))
         if name in SHELLS:
             self.shell(inner, depth, mode, data)
         elif name == "su":

@@ -146,6 +146,14 @@ def _private(real: str, lexical: str, ctx: PolicyContext, workspace: str) -> boo
         lexical, ctx.private_paths, workspace)
 
 
+_COMPUTED = re.compile(r"[$`]")
+"""An operand the shell computes (a variable, a command substitution)."""
+_HOME = re.compile(r"^(\$HOME|\$\{HOME\})(?=/|$)")
+"""``$HOME`` at the start of an operand: resolved like ``~`` (resolve_path), not computed."""
+_ALL_ENTRIES = re.compile(r"(^|/)(\*|\.\*|\.\[!.\]\*)$")
+"""An operand naming every entry of a directory (``*``, ``./*``, ``.*``)."""
+
+
 def path_findings(parsed: ParsedCommand, ctx: PolicyContext, workspace: str,
                    host: bool) -> list[_PathFinding]:
     """Findings from every operand and redirect, resolved (cwd tracked, symlinks resolved:
@@ -162,6 +170,14 @@ def path_findings(parsed: ParsedCommand, ctx: PolicyContext, workspace: str,
             ops = [a for a in cmd.argv[1:] if not a.startswith("-")]
             if cmd.name == "find":
                 ops = ops[:1] or ["."]
+            if not ops or any(_COMPUTED.search(_HOME.sub("~", t)) for t in ops):
+                # ``rm -rf "$PWD"``, ``rm -rf `pwd```, ``rm -rf $(ls)``, ``ls | xargs rm
+                # -rf``: the target is computed at run time, so it may be the workspace
+                # (a second user's attack wiped a sandboxed workspace this way).
+                out.append(_PathFinding("ask", "workspace_destructive",
+                                        "workspace_destructive", "deletes a directory tree "
+                                        "the policy cannot see before it runs", i))
+                ops = []
             for t in ops:
                 if unknown and not t.startswith(("/", "~")):
                     continue
@@ -173,6 +189,12 @@ def path_findings(parsed: ParsedCommand, ctx: PolicyContext, workspace: str,
                                             "workspace_destructive", "deletes the whole "
                                             "workspace or most of it", i))
                     break
+        if cmd.name == "mv" and any(_ALL_ENTRIES.search(a) or _COMPUTED.search(_HOME.sub("~", a))
+                                    for a in cmd.argv[1:-1] if not a.startswith("-")):
+            # ``mv * /tmp/``: every entry leaves the workspace, as gone as deleted.
+            out.append(_PathFinding("ask", "workspace_destructive", "workspace_destructive",
+                                    "moves every entry of a directory, or entries the "
+                                    "policy cannot see, elsewhere", i))
         if not host:
             continue
         writes = [b for t in (*write_targets(cmd), *mode_targets(cmd))

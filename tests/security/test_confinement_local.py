@@ -109,3 +109,38 @@ def test_the_apps_services_on_this_host_are_unreachable_over_tcp(ctx, settings):
                     "redis-cli -h 127.0.0.1 ping 2>&1; "
                     "(exec 3<>/dev/tcp/127.0.0.1/6379) 2>&1 && echo CONNECTED")
     assert "4242" not in out and "PONG" not in out and "CONNECTED" not in out
+
+
+def test_a_command_cannot_signal_a_process_outside_it(ctx):
+    """A second user froze the shared worker with ``kill -STOP`` from the local backend (the
+    command runs as the worker's user). Landlock ABI >= 6 scopes signals to the command's
+    own processes; the sandbox has its own PID namespace. Past the policy, straight to the
+    backend: the OS boundary alone must refuse it. The target is a process of this test
+    (the worker's user), stopped with SIGSTOP if the signal got through."""
+    import signal
+    import subprocess
+
+    from agents.backends.confine import landlock_abi
+
+    if ctx.backend.name == "local" and landlock_abi() < 6:  # kernel capability, not a stub
+        pytest.skip("Landlock below ABI 6 cannot scope signals")
+    victim = subprocess.Popen(["sleep", "30"])
+    try:
+        out = term(ctx, f"kill -STOP {victim.pid} 2>&1 && echo SIGNALLED; "
+                        f"kill -0 {os.getppid()} 2>&1 && echo PARENT_REACHABLE; "
+                        "kill -0 $PPID 2>&1 && echo PPID_REACHABLE; echo done")
+        assert "SIGNALLED" not in out and "PARENT_REACHABLE" not in out, out
+        state = open(f"/proc/{victim.pid}/stat").read().split(")")[1].split()[0]
+        assert state != "T", "the process was stopped"
+    finally:
+        victim.send_signal(signal.SIGCONT)
+        victim.kill()
+        victim.wait()
+    # Its own children it may still signal: kill is not broken inside the command.
+    assert "OWN_OK" in term(ctx, "sleep 30 & kill $! && echo OWN_OK")
+
+
+def test_a_command_cannot_make_a_device_node(ctx):
+    """mknod of a block device in the workspace (the host's disk, read raw) is refused."""
+    out = term(ctx, "mknod disk b 7 0 2>&1; ls -l disk 2>&1; echo done")
+    assert not (ctx.workspace / "disk").exists(), out
