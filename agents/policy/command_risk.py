@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from agents.policy.command_model import ParsedCommand, SimpleCommand
-from agents.policy.command_tables import DELETING_FLAGS
+from agents.policy.command_tables import DELETING_FLAGS, HOST_TUNING, host_setting
 from agents.policy.write_targets import write_targets
 
 Level = Literal["hardline", "guard", "ask"]
@@ -52,33 +52,6 @@ _ADMIN = frozenset({"userdel", "deluser", "useradd", "adduser", "usermod", "pass
                     "visudo", "mount", "umount", "swapoff", "swapon", "modprobe", "rmmod",
                     "insmod", "chattr", "setenforce", "iptables", "ip6tables", "nft", "ufw",
                     "dropdb", "dropuser", "crontab", "killall5", "pkill", "killall"})
-_HOST_TUNING = frozenset({"prlimit", "renice", "taskset", "chrt", "ionice", "setpriv",
-                          "unshare", "nsenter", "chroot", "ifconfig", "route", "tc",
-                          "ethtool", "iw", "nmcli", "resolvectl", "loginctl", "hostnamectl",
-                          "timedatectl", "localectl"})
-"""Programs that act on host processes, namespaces or the network configuration (a second
-user's attack: prlimit --pid, renice, ip link set lo down). Asked, like _ADMIN."""
-_IP_MUTATE = frozenset({"add", "del", "delete", "set", "change", "replace", "flush", "exec",
-                        "append", "prepend", "attach", "detach", "save", "restore"})
-
-
-def _host_setting(name: str, args: list[str], ops: list[str]) -> bool:
-    """``hostname NAME``, ``date -s``, ``hwclock --set``, ``sysctl -w`` / ``sysctl a=b``,
-    ``ip ... add|set|del|flush|exec``: the host's configuration, not the workspace."""
-    if name == "hostname":
-        return bool(ops) or any(a in ("-F", "--file", "-b", "--boot") for a in args)
-    if name == "date":
-        return any(a in ("-s", "--set") or a.startswith(("--set=", "-s")) for a in args)
-    if name == "hwclock":
-        return any(a in ("--set", "-w", "--systohc", "--adjust") for a in args)
-    if name == "sysctl":
-        return any(a in ("-w", "--write", "-p", "--load", "--system") or "=" in a
-                   for a in args)
-    if name == "ip":
-        return bool(_IP_MUTATE & set(ops))
-    return False
-
-
 _PACKAGE_MUTATE = re.compile(r"^(install|remove|purge|autoremove|upgrade|dist-upgrade|erase|"
                              r"-S\w*|-R\w*|add|del|reinstall|downgrade)$")
 _PRIVILEGE = frozenset({"sudo", "doas", "su", "pkexec", "run0"})
@@ -339,7 +312,7 @@ def _ask(cmd: SimpleCommand) -> tuple[str, str, str] | None:
         # a second user froze the shared worker with kill -STOP); the kernel scopes it only
         # where Landlock can (agents/backends/landlock.py).
         return "process_kill", "system_admin", "signals a process"
-    if name in _HOST_TUNING or _host_setting(name, args, ops):
+    if name in HOST_TUNING or host_setting(name, args, ops):
         return "system_admin", "system_admin", f"{name} changes the host, not the workspace"
     if name in _ADMIN:
         return "system_admin", "system_admin", f"{name} changes system configuration"

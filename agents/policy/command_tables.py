@@ -2,7 +2,9 @@
 
 Sources: bash(1) (BASH_ENV, ENV, PROMPT_COMMAND), ld.so(8) (LD_PRELOAD, LD_AUDIT), git-config(1)
 (keys that name a program), git(1) (built-in subcommands), issue 8 item 4 (what counts as a
-program that runs other commands). Pure data; used by agents/policy/commands.py and
+program that runs other commands), the programs that act on the host (second-user attack,
+2026-12-02). Data and one predicate on it; used by agents/policy/commands.py,
+agents/policy/command_risk.py and
 agents/policy/command_hooks.py.
 """
 
@@ -103,3 +105,30 @@ OUTPUT_FLAGS: dict[str, tuple[str, ...]] = {
     "sort": ("-o", "--output"),
 }
 """Flags whose operand is a file the program writes."""
+
+
+HOST_TUNING = frozenset({"prlimit", "renice", "taskset", "chrt", "ionice", "setpriv",
+                          "unshare", "nsenter", "chroot", "ifconfig", "route", "tc",
+                          "ethtool", "iw", "nmcli", "resolvectl", "loginctl", "hostnamectl",
+                          "timedatectl", "localectl"})
+"""Programs that act on host processes, namespaces or the network configuration (a second
+user's attack: prlimit --pid, renice, ip link set lo down). Asked, like _ADMIN."""
+IP_MUTATE = frozenset({"add", "del", "delete", "set", "change", "replace", "flush", "exec",
+                        "append", "prepend", "attach", "detach", "save", "restore"})
+
+
+def host_setting(name: str, args: list[str], ops: list[str]) -> bool:
+    """``hostname NAME``, ``date -s``, ``hwclock --set``, ``sysctl -w`` / ``sysctl a=b``,
+    ``ip ... add|set|del|flush|exec``: the host's configuration, not the workspace."""
+    if name == "hostname":
+        return bool(ops) or any(a in ("-F", "--file", "-b", "--boot") for a in args)
+    if name == "date":
+        return any(a in ("-s", "--set") or a.startswith(("--set=", "-s")) for a in args)
+    if name == "hwclock":
+        return any(a in ("--set", "-w", "--systohc", "--adjust") for a in args)
+    if name == "sysctl":
+        return any(a in ("-w", "--write", "-p", "--load", "--system") or "=" in a
+                   for a in args)
+    if name == "ip":
+        return bool(IP_MUTATE & set(ops))
+    return False
