@@ -34,6 +34,20 @@ def team_default(user) -> Team | None:
     return membership.team if membership else None
 
 
+def admin_only_classes(user_id: int) -> dict[str, str]:
+    """Risk class -> the name of the first team (membership order) of ``user_id`` that
+    reserves it for its admins. A member's session that belongs to no team (made before
+    joining) is governed by these: a second user created a session, then joined a team,
+    and approved their own ``rm -rf`` there, which the team reserves for another admin."""
+    reserved: dict[str, str] = {}
+    for name, classes in (Membership.objects.filter(user_id=user_id).order_by("id")
+                          .values_list("team__name", "team__admin_only_risk_classes")):
+        for risk_class in classes or ():
+            if isinstance(risk_class, str):
+                reserved.setdefault(risk_class, name)
+    return reserved
+
+
 def deny_rules(user_id: int, team_id: int | None) -> tuple[str, ...]:
     """The deny patterns of every team ``user_id`` belongs to and of ``team_id`` (the
     session's team; None: none), oldest team first, each pattern once. One round trip:

@@ -197,6 +197,8 @@ def approval_permissions(*, user, approval: ApprovalRequest) -> DecidePermission
     """The session owner or an admin of the session's team may decide. When the team lists
     the request's risk class in ``admin_only_risk_classes`` only a team admin other than the
     requester may approve (so nobody approves their own); denying stays open to the owner.
+    In a session of no team, a class any team of the owner reserves cannot be approved at
+    all (that team's admins do not see the session): run it in a session of the team.
     "always" is never offered for protected instruction files."""
     session = approval.session
     is_owner = session.owner_id == user.pk
@@ -211,7 +213,13 @@ def approval_permissions(*, user, approval: ApprovalRequest) -> DecidePermission
     gated = [c for c in classes if team and c in (team.admin_only_risk_classes or [])]
     note = ""
     can_approve = True
-    if gated:
+    reserved = TEAMS.admin_only_classes(session.owner_id) if team is None else {}
+    held = [c for c in classes if c in reserved]
+    if held:  # a member's session outside any team: their team's reservation binds
+        can_approve = False
+        note = (f"Risk class {held[0]!r} is reserved for the admins of team "
+                f"{reserved[held[0]]!r}: run it in a session of that team.")
+    elif gated:
         can_approve = is_admin and user.pk != approval.requester_id
         if not can_approve:
             note = (f"Risk class {gated[0]!r} needs a team admin other than the "

@@ -19,7 +19,7 @@ from agents.tools.clarify import clarify_gate
 from agents.tools.registry import ToolRegistry
 from sessions.backends import backend_kind
 from sessions import mcp
-from sessions.hooks import APPROVALS
+from sessions.hooks import APPROVALS, TEAMS
 from sessions.models import Session, Turn
 
 
@@ -45,6 +45,8 @@ def policy_context_for(*, user, session: Session | None, state: GateState | None
         team_deny = tuple(session.team.deny_rules or ())
         admin_only = tuple(c for c in (session.team.admin_only_risk_classes or ())
                            if isinstance(c, str))
+    elif session is not None:  # no team: its owner's teams' reservations still bind
+        admin_only = tuple(TEAMS.admin_only_classes(session.owner_id))
     return PolicyContext(
         session_id=str(session.pk) if session is not None else "cli",
         user_id=(str(user.pk) if user is not None

@@ -65,6 +65,9 @@ class TeamHooks:
     team_default(user) -> Team | None: the team a new session of ``user`` belongs to.
     deny_rules(user_id, team_id) -> tuple[str, ...]: the deny patterns of the teams
     ``user_id`` belongs to and of ``team_id`` (None: none), oldest team first.
+    admin_only_classes(user_id) -> dict[str, str]: risk class -> name of the first team of
+    ``user_id`` that reserves it for its admins (what governs the member's sessions that
+    belong to no team).
     """
 
     admin_team_ids: Callable[[Any], list[int]] = lambda user: []
@@ -72,6 +75,7 @@ class TeamHooks:
     team_admin_ids: Callable[[int], set[int]] = lambda team_id: set()
     team_default: Callable[[Any], Any] = lambda user: None
     deny_rules: Callable[[int, int | None], tuple[str, ...]] = lambda user_id, team_id: ()
+    admin_only_classes: Callable[[int], dict[str, str]] = lambda user_id: {}
 
 
 @dataclass(frozen=True)

@@ -90,3 +90,36 @@ def test_a_workspace_wipe_with_a_computed_target_asks_on_the_sandbox_too(
     sandboxed = replace(ctx, backend_isolated=True, backend_has_host_paths=False)
     assert check(command, sandboxed) == "ask", command
     assert check("rm -rf build", sandboxed) == "allow"  # a named directory: contained
+
+
+def test_a_session_made_before_joining_a_team_is_bound_by_its_reservations(
+        people, make_user, model):
+    """A second user made a session while in no team, joined a team, and approved their own
+    ``rm -rf`` there (the team reserves destructive classes for another admin), with the
+    session bypass too. The owner's teams' reservations now bind a session of no team: the
+    turn waits, the owner cannot approve it, the bypass does not cover it."""
+    from django.core.exceptions import ValidationError
+
+    from accounts.models import Membership, Team
+    from approvals.models import ApprovalRequest
+    from approvals.services import (approval_decide, approval_permissions,
+                                    session_bypass_set)
+    from sessions.services import session_create, workspace_path
+
+    dave = make_user("dave")
+    session = session_create(user=dave)
+    assert session.team_id is None
+    Membership.objects.create(user=dave, team=Team.objects.get(name="red"))
+    ws = workspace_path(session)
+    (ws / "d2").mkdir(parents=True)
+    (ws / "d2" / "canary").write_text("keep")
+    session_bypass_set(user=dave, session=session, enabled=True)
+    model.plan = [terminal("rm -rf d2")]
+    turn = run_turn(session, dave)
+    assert turn.status == Turn.Status.AWAITING_APPROVAL
+    approval = ApprovalRequest.objects.get(session=session)
+    permissions = approval_permissions(user=dave, approval=approval)
+    assert not permissions.can_approve and "'red'" in permissions.note
+    with pytest.raises(ValidationError):
+        approval_decide(user=dave, approval_id=approval.pk, choice="once")
+    assert (ws / "d2" / "canary").read_text() == "keep"
