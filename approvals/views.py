@@ -1,4 +1,5 @@
-"""Approval views: the review queue, a decision, "always" rules, the bypass toggle.
+"""Approval views: the review queue, a decision, one request's arguments in full, "always"
+rules, the bypass toggle.
 
 Thin: fetch through a selector scoped to the acting user (another user's object is a 404),
 call one service, render. A ValidationError becomes a message on the page, never a 500.
@@ -18,7 +19,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
 from approvals.forms import ApprovalDecisionForm, SessionBypassForm
-from approvals.rendering import approval_card_context, approval_card_html
+from approvals.rendering import approval_card_context, approval_card_html, approval_shown
 from approvals.selectors import (
     approval_get,
     approval_list_pending,
@@ -28,7 +29,8 @@ from approvals.selectors import (
 from approvals.services import approval_decide, approval_rule_revoke, session_bypass_set
 from sessions.selectors import session_get
 
-__all__ = ["approval_card_html", "approval_decide_view", "approval_queue_view",
+__all__ = ["approval_arguments_view", "approval_card_html", "approval_decide_view",
+           "approval_queue_view",
            "approval_rule_list_view", "approval_rule_revoke_view", "session_bypass_view"]
 
 
@@ -66,6 +68,17 @@ def _from_queue_page(request: HttpRequest) -> bool:
 def approval_queue_view(request: HttpRequest) -> HttpResponse:
     """Pending requests first (with the decision buttons), recent decisions below."""
     return render(request, "approvals/queue.html", _queue_context(request.user))
+
+
+@login_required
+@require_GET
+def approval_arguments_view(request: HttpRequest, approval_id: int) -> HttpResponse:
+    """Every argument of one request, nothing cut (a card caps what it shows at
+    approvals.rendering.CARD_ARGUMENT_CHARS and links here). Its reviewers only (the
+    session's owner and its team's admins, approval_get): anyone else gets a 404."""
+    approval = approval_get(user=request.user, approval_id=approval_id)
+    return render(request, "approvals/arguments.html",
+                  {"approval": approval, "shown": approval_shown(approval, limit=None)})
 
 
 @login_required

@@ -32,6 +32,7 @@ from sessions.steer import STEER, STEERED
 from sessions.tool_cards import (APPROVAL_STATUSES, AWAITING_ANSWER, DESCRIBERS, call_arguments,
                                  tool_status, tool_summary)
 from sessions.transcript import message_to_display
+from sessions.visible import visible_text
 from sessions.waits import WAITING_STATUSES
 
 def _image_as_link(renderer, tokens, idx, options, env) -> str:
@@ -145,15 +146,16 @@ def tool_card(call: dict, result: dict | None = None, *,
     tool message dict (None while running); ``approval_state`` the state of the call's
     approval request when it has one; ``started``: announced by ``tool.called`` (else a
     call without result is "queued"). Summary and status come from the arguments and the
-    result's metadata (sessions/tool_cards.py)."""
+    result's metadata (sessions/tool_cards.py); the arguments are shown visible-safe
+    (sessions/visible.py: hidden and control characters as ⟨U+202E⟩, ⟨CR⟩...)."""
     output = None if result is None else (result.get("content") or "")
     status, label = tool_status(result=result, approval_state=approval_state,
                                 started=started)
     if output is not None and len(output) > OUTPUT_PREVIEW_CHARS:
         output = output[:OUTPUT_PREVIEW_CHARS] + f"\n… ({len(output):,} chars in all)"
     arguments = call.get("arguments")
-    pretty = arguments if isinstance(arguments, str) else json.dumps(arguments, indent=2,
-                                                                     ensure_ascii=False)
+    pretty = visible_text(arguments if isinstance(arguments, str) else json.dumps(
+        arguments, indent=2, ensure_ascii=False))
     name = call.get("name") or "?"
     lines = output.count("\n") + 1 if output else 0
     return {"long_output": lines > LONG_OUTPUT_LINES, "output_lines": lines,"dom_id": dom_id("tool", call.get("id", "")), "name": name,

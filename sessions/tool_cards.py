@@ -5,7 +5,9 @@ Built from the call's arguments (as the model sent them) and the result's metada
 pattern-matching the stored output text (issue 14, broken item 6: cards read
 ``hello.txt, old, new, false``). Examples: ``patch hello.txt: 1 replacement``,
 ``read README.md``, ``terminal: ls -la``, ``search "foo" in src/: 3 matches``.
-Display only: nothing here decides what runs.
+Display only: nothing here decides what runs. Hidden and control characters (bidi
+controls, zero-width characters, CR, ESC...) show as visible escapes such as ``⟨U+202E⟩``
+(sessions/visible.py), so a summary cannot read differently from the call.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import json
 from typing import Any
 
 from agents.wording import plural
+from sessions.visible import visible_text
 
 SUMMARY_CHARS = 120
 """Longest card summary (chars); longer ones end with an ellipsis."""
@@ -42,9 +45,10 @@ def call_arguments(arguments: Any) -> dict | None:
 
 
 def _text(value: Any) -> str:
-    """One line: strings as they are, anything else as compact JSON; whitespace collapsed."""
+    """One line: strings as they are, anything else as compact JSON; hidden and control
+    characters escaped (CR would otherwise be collapsed into a space), whitespace collapsed."""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return " ".join(text.split())
+    return " ".join(visible_text(text).split())
 
 
 def _count(meta: dict, key: str) -> int | None:
@@ -131,8 +135,14 @@ def tool_summary(name: str, arguments: Any, meta: dict | None = None) -> str:
     else:
         values = ", ".join(_text(v) for v in args.values())
         text = f"{name}: {values}" if values else name
-    text = " ".join(text.split())
-    return text if len(text) <= SUMMARY_CHARS else text[:SUMMARY_CHARS - 1] + "…"
+    # Escaped before whitespace is collapsed: str.split() would turn CR into a space.
+    text = " ".join(visible_text(text).split())
+    if len(text) <= SUMMARY_CHARS:
+        return text
+    cut = text[:SUMMARY_CHARS - 1]
+    if cut.rfind("⟨") > cut.rfind("⟩"):  # never end inside an escape
+        cut = cut[:cut.rfind("⟨")]
+    return cut + "…"
 
 
 def tool_status(*, result: dict | None, approval_state: str | None = None,

@@ -91,6 +91,8 @@ EXPECTED: dict[str, Expect] = {
     "approval_rules": Expect(method="GET", owner=200, other=200, admin=200),
     "approval_decide": Expect(method="POST", owner=302, other=404, admin=302,
                               data={"choice": "deny", "reason": "matrix"}),
+    # one request's arguments in full: its reviewers (owner, team admin) only
+    "approval_arguments": Expect(method="GET", owner=200, other=404, admin=200),
     "approval_rule_revoke": Expect(method="POST", owner=302, other=404, admin=302),
     "session_bypass": Expect(method="POST", owner=302, other=404, admin=404,
                              data={"enabled": "on"}),
