@@ -16,7 +16,9 @@ fires twice. Either way the beat expires pending approvals (fail-closed) every f
 from __future__ import annotations
 
 import logging
+import secrets
 import threading
+from pathlib import Path
 
 import httpx
 from celery.beat import EmbeddedService
@@ -52,23 +54,60 @@ def simulator_wanted() -> bool:
     return settings.HERMES["PROVIDER"].startswith("simulator")
 
 
+def simulator_token_path() -> Path:
+    """Where a generated control token is kept: DATA_DIR/simulator_token (mode 0600, so only
+    the app's own OS user can read it; `curl -H "Authorization: Bearer $(cat <path>)"`)."""
+    from simulator import TOKEN_FILE_NAME
+
+    return Path(settings.DATA_DIR) / TOKEN_FILE_NAME
+
+
+def simulator_token() -> str | None:
+    """The control token this process would present to the simulator at
+    HERMES["SIMULATOR_URL"]: HERMES["SIMULATOR_TOKEN"] (env HERMES_SIMULATOR_TOKEN) when
+    set, else the one in ``simulator_token_path()``, else None."""
+    from simulator import read_token_file
+
+    return settings.HERMES.get("SIMULATOR_TOKEN") or read_token_file(simulator_token_path())
+
+
 def simulator_serving(url: str, timeout: float = 1.0) -> bool:
-    """True when a provider simulator already answers at ``url`` (its /_sim/config)."""
-    try:
-        response = httpx.get(url.rstrip("/") + "/_sim/config", timeout=timeout)
-    except httpx.HTTPError:
+    """True when a provider simulator already answers at ``url`` and holds this process's
+    control token (``simulator_token()``): its GET /_sim/proof answers our random nonce
+    with the HMAC only that token gives. The token itself is never sent, so whatever
+    listens on the port (another account's process) cannot learn it. One that does not
+    prove it (another user's or another data dir's simulator, or a squatter) is not reused:
+    this process's prompts would land where someone else can read them."""
+    from simulator.control import PROOF_PATH, proves
+
+    token = simulator_token()
+    if not token:
         return False
-    return response.status_code == 200 and "context_window" in response.text
+    nonce = secrets.token_urlsafe(24)
+    try:
+        response = httpx.get(url.rstrip("/") + PROOF_PATH, params={"nonce": nonce},
+                             timeout=timeout)
+        answer = response.json() if response.status_code == 200 else None
+    except (httpx.HTTPError, ValueError):
+        return False
+    return proves(answer, token, nonce)
 
 
 def start_simulator() -> str:
     """Make sure a provider simulator serves HERMES["SIMULATOR_URL"]; returns its URL.
 
-    Reuses one already serving there (`make run` beside a CLI turn, two CLI turns at once);
-    else binds HERMES["SIMULATOR_PORT"]; if that port is taken by something else, takes a
-    free port and points this process's HERMES["SIMULATOR_URL"] at it (issue 10 defect 10).
+    Reuses one already serving there that accepts our token (`make run` beside a CLI turn,
+    two CLI turns at once); else binds HERMES["SIMULATOR_PORT"]; if that port is taken by
+    something else, takes a free port and points this process's HERMES["SIMULATOR_URL"] at
+    it (issue 10 defect 10).
+
+    The control token (/_sim/* routes) is HERMES["SIMULATOR_TOKEN"] when set; else a random
+    one for this start, written to ``simulator_token_path()`` (0600) when the server holds
+    the configured port, so the CLI and a developer's curl on the same OS account can use
+    it. A free-port fallback keeps its generated token in memory only (its URL is private
+    to this process anyway). The log names the file, never the token.
     """
-    from simulator import SimulatorServer
+    from simulator import SimulatorServer, write_token_file
 
     if "simulator" in _handles:
         return _handles["simulator"].url
@@ -76,13 +115,23 @@ def start_simulator() -> str:
     if simulator_serving(url):
         log.warning("provider simulator already serving at %s; reusing it", url)
         return url
+    configured = settings.HERMES.get("SIMULATOR_TOKEN") or None
     try:
-        server = SimulatorServer(host="127.0.0.1", port=settings.HERMES["SIMULATOR_PORT"]).start()
-    except OSError:  # the port is taken (and not by a simulator): any free port will do
-        server = SimulatorServer(host="127.0.0.1", port=0).start()
+        server = SimulatorServer(host="127.0.0.1", port=settings.HERMES["SIMULATOR_PORT"],
+                                 token=configured).start()
+        own_port = True
+    except OSError:  # the port is taken (and not by our simulator): any free port will do
+        server = SimulatorServer(host="127.0.0.1", port=0, token=configured).start()
         settings.HERMES["SIMULATOR_URL"] = server.url
+        own_port = False
     _handles["simulator"] = server
-    log.warning("provider simulator serving at %s", server.url)
+    if configured:
+        where = "HERMES_SIMULATOR_TOKEN"
+    elif own_port:
+        where = str(write_token_file(simulator_token_path(), server.token))
+    else:
+        where = "this process's memory only"
+    log.warning("provider simulator serving at %s (control API token: %s)", server.url, where)
     return server.url
 
 

@@ -340,6 +340,9 @@ HERMES = {
     "SIMULATOR_URL": env_str("HERMES_SIMULATOR_URL", f"http://127.0.0.1:{_SIM_PORT}"),
     "SIMULATOR_PORT": _SIM_PORT,
     "SIMULATOR_EMBEDDED": env_bool("HERMES_SIMULATOR_EMBEDDED", EMBEDDED),
+    # The secret of its /_sim/* control API (request log, scripts, faults); unset: a random
+    # one per start, written to DATA_DIR/simulator_token (0600). simulator/control.py.
+    "SIMULATOR_TOKEN": env_str("HERMES_SIMULATOR_TOKEN"),
     # `manage.py hermes chat` in embedded mode runs its own worker threads (tests that
     # provide a worker turn this off).
     "CLI_EMBEDDED_WORKER": True,

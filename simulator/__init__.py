@@ -11,9 +11,14 @@ here: nothing in agents/ outside tests and the composition root should import th
     client = anthropic.Anthropic(base_url=sim.url, api_key="sim", max_retries=0)
     ...
     sim.stop()
+
+The /_sim/* control API requires ``sim.token`` (``headers=sim.control_headers``; see
+simulator/control.py): it exposes every user's prompts and steers every user's agent.
 """
 
 from simulator.cache import CacheBlock, CacheOutcome, PromptCache, SimClock
+from simulator.control import TOKEN_FILE_NAME, control_headers, read_token_file, \
+    write_token_file
 from simulator.demo import demo_policy
 from simulator.faults import FAULT_KINDS, Fault
 from simulator.script import Reply, Script, ScriptRequest, ScriptRule, ToolCallSpec, \
@@ -24,7 +29,7 @@ from simulator.tokenizer import count_tokens, tokenize
 
 __all__ = [
     "CacheBlock", "CacheOutcome", "FAULT_KINDS", "Fault", "PromptCache", "RecordedRequest",
-    "Reply", "Script", "ScriptRequest", "ScriptRule", "SimClock", "SimConfig",
+    "Reply", "TOKEN_FILE_NAME", "Script", "ScriptRequest", "ScriptRule", "SimClock", "SimConfig",
     "SimulatorServer", "SimulatorState", "ToolCallSpec", "ToolExchange", "count_tokens",
-    "demo_policy", "tokenize",
+    "control_headers", "demo_policy", "read_token_file", "tokenize", "write_token_file",
 ]

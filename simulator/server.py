@@ -9,6 +9,15 @@ POST /_sim/faults {"kind": ...} (or {"faults": [...]}, {"clear": true}),
 POST /_sim/script {"rules": [...]} (or {"default": true}), POST /_sim/config
 {"context_window", "context_windows", "min_cacheable_tokens"}; GET /_sim/clock, /_sim/config,
 /_sim/faults read them back.
+
+Every /_sim/* request must carry the server's token (``SimulatorServer.token``) as
+``Authorization: Bearer <token>`` or ``X-Simulator-Token: <token>`` (simulator/control.py):
+the request log holds every user's prompts and a script decides every user's tool calls, and
+127.0.0.1 is reachable by every OS user of the host. Without a token the answer is 401
+``{"error": ...}``, with a wrong one 403; either way nothing is read or changed, the body is
+not read and the connection is closed. The model routes (/v1/...) need no token, nor does
+GET /_sim/proof?nonce=... (an HMAC of the nonce under the token, no state: lets a client
+check the server holds its token without sending it).
 """
 
 from __future__ import annotations
@@ -18,8 +27,11 @@ import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qs
 
 from simulator.anthropic_api import count_tokens_endpoint, handle_messages
+from simulator.control import NONCE_RE, PROOF_PATH, control_headers, new_token, presented_token, \
+    proof, token_matches
 from simulator.demo import demo_policy
 from simulator.faults import Fault
 from simulator.openai_api import handle_chat
@@ -81,9 +93,43 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length) if length else b""
         return json.loads(raw) if raw.strip() else {}
 
+    def _refused(self, path: str) -> bool:
+        """For a /_sim/* ``path``: False when the request carries the server's token; else
+        answer 401 (no token) or 403 (wrong token) with a short JSON error, close the
+        connection (the body, if any, is left unread) and return True. Model routes pass."""
+        if not path.startswith("/_sim"):
+            return False
+        presented = presented_token(self.headers)
+        if presented is not None and token_matches(presented, self.server.token):
+            return False
+        self.close_connection = True
+        if presented is None:
+            self.send_json(401, {"error": "simulator control API: token required "
+                                          "(Authorization: Bearer <token>)"},
+                           {"WWW-Authenticate": 'Bearer realm="simulator"', "Connection": "close"})
+        else:
+            self.send_json(403, {"error": "simulator control API: wrong token"},
+                           {"Connection": "close"})
+        return True
+
+    def _proof(self) -> None:
+        """GET /_sim/proof?nonce=N: {"proof": HMAC-SHA256(token, N)}; 400 for a missing or
+        malformed nonce (16..256 URL-safe characters). Reads no state."""
+        query = parse_qs(self.path.partition("?")[2])
+        nonce = (query.get("nonce") or [""])[0]
+        if not NONCE_RE.fullmatch(nonce):
+            self.send_json(400, {"error": "nonce: 16..256 characters [A-Za-z0-9_-]"})
+            return
+        self.send_json(200, {"proof": proof(self.server.token, nonce)})
+
     def do_GET(self) -> None:
         state = self.server.state
         path = self.path.split("?", 1)[0].rstrip("/")
+        if path == PROOF_PATH:
+            self._proof()
+            return
+        if self._refused(path):
+            return
         if path == "/_sim/requests":
             with state.lock:
                 items = [r.to_dict() for r in state.requests]
@@ -104,6 +150,8 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         state = self.server.state
         path = self.path.split("?", 1)[0].rstrip("/")
+        if self._refused(path):
+            return
         try:
             body = self._body()
         except ValueError as error:
@@ -168,8 +216,9 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, address: tuple[str, int], state: SimulatorState) -> None:
+    def __init__(self, address: tuple[str, int], state: SimulatorState, token: str) -> None:
         self.state = state
+        self.token = token
         super().__init__(address, _Handler)
 
 
@@ -179,16 +228,29 @@ class SimulatorServer:
     ``port=0`` picks a free port. ``script``: rules, a policy callable
     (ScriptRequest → Reply or dict), a Script, or None for the demo policy.
     ``follow_wall``: let the cache clock advance with real time (demo server).
+    ``token``: the secret every /_sim/* request must carry (``control_headers``); None
+    generates a random one (``secrets.token_urlsafe``), kept only in this object, so an
+    in-process caller uses ``server.token`` / ``server.control_headers`` and any other
+    process must be given it (hermes_web/embedded.py writes it to a 0600 file in the data
+    dir). An empty token is refused (ValueError): it would let anyone in.
     ``start()`` serves in a daemon thread and returns self; ``url`` is the base URL for the
     anthropic SDK (openai clients use ``url + "/v1"``); ``stop()`` closes the socket.
     """
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0,
                  script: list[ScriptRule] | Policy | Script | None = None, *,
-                 follow_wall: bool = False) -> None:
+                 follow_wall: bool = False, token: str | None = None) -> None:
+        if token is not None and not token.strip():
+            raise ValueError("the simulator's control token must not be empty")
+        self.token = token.strip() if token is not None else new_token()
         self.state = SimulatorState(script=script, follow_wall=follow_wall)
-        self._server = _Server((host, port), self.state)
+        self._server = _Server((host, port), self.state, self.token)
         self._thread: threading.Thread | None = None
+
+    @property
+    def control_headers(self) -> dict[str, str]:
+        """Headers that authorize a /_sim/* request to this server."""
+        return control_headers(self.token)
 
     @property
     def host(self) -> str:

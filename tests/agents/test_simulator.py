@@ -351,23 +351,28 @@ def test_openai_validation_errors(sim: SimulatorServer) -> None:
 
 def test_control_api_drives_a_running_server(sim: SimulatorServer,
                                              client: anthropic.Anthropic) -> None:
-    assert httpx.post(f"{sim.url}/_sim/clock", json={"advance": 90}).json() == {"now": 90.0}
+    auth = sim.control_headers
+    assert httpx.post(f"{sim.url}/_sim/clock", json={"advance": 90},
+                      headers=auth).json() == {"now": 90.0}
     assert httpx.post(f"{sim.url}/_sim/faults",
-                      json={"kind": "rate_limit", "retry_after_ms": 4321}).json() == {"pending": 1}
+                      json={"kind": "rate_limit", "retry_after_ms": 4321},
+                      headers=auth).json() == {"pending": 1}
     with pytest.raises(anthropic.RateLimitError) as caught:
         client.messages.create(model=MODEL, max_tokens=64, messages=[user("hi")])
     assert caught.value.response.headers["retry-after-ms"] == "4321"
     rules = {"rules": [{"user": "ping", "text": "pong"}]}
-    assert httpx.post(f"{sim.url}/_sim/script", json=rules).json() == {"ok": True}
+    assert httpx.post(f"{sim.url}/_sim/script", json=rules, headers=auth).json() == {"ok": True}
     assert client.messages.create(model=MODEL, max_tokens=64,
                                   messages=[user("ping")]).content[0].text == "pong"
-    config = httpx.post(f"{sim.url}/_sim/config", json={"min_cacheable_tokens": 10}).json()
+    config = httpx.post(f"{sim.url}/_sim/config", json={"min_cacheable_tokens": 10},
+                        headers=auth).json()
     assert config["min_cacheable_tokens"] == 10 and sim.state.cache.min_cacheable_tokens == 10
-    logged = httpx.get(f"{sim.url}/_sim/requests").json()["requests"]
+    logged = httpx.get(f"{sim.url}/_sim/requests", headers=auth).json()["requests"]
     assert [r["status"] for r in logged] == [429, 200]
     assert logged[1]["clock"] == 90.0 and logged[1]["body"]["messages"] == [user("ping")]
-    assert httpx.post(f"{sim.url}/_sim/faults", json={"kind": "nope"}).status_code == 400
-    assert httpx.post(f"{sim.url}/_sim/reset", json={}).json() == {"ok": True}
-    assert httpx.get(f"{sim.url}/_sim/requests").json() == {"requests": []}
+    assert httpx.post(f"{sim.url}/_sim/faults", json={"kind": "nope"},
+                      headers=auth).status_code == 400
+    assert httpx.post(f"{sim.url}/_sim/reset", json={}, headers=auth).json() == {"ok": True}
+    assert httpx.get(f"{sim.url}/_sim/requests", headers=auth).json() == {"requests": []}
     assert "(simulated model)" in client.messages.create(
         model=MODEL, max_tokens=64, messages=[user("ping")]).content[0].text

@@ -139,7 +139,8 @@ def test_sdk_ttl_expiry_on_the_simulator_clock(client: anthropic.Anthropic,
     _ask(client, SYSTEM, ttl="1h")
     sim.state.clock.advance(301)
     assert _ask(client, SYSTEM, ttl="1h").cache_read_input_tokens > 1024
-    httpx.post(f"{sim.url}/_sim/clock", json={"advance": 3601})
+    httpx.post(f"{sim.url}/_sim/clock", json={"advance": 3601},
+               headers=sim.control_headers).raise_for_status()
     expired = _ask(client, SYSTEM, ttl="1h")
     assert expired.cache_read_input_tokens == 0
     assert expired.cache_creation.ephemeral_1h_input_tokens > 1024

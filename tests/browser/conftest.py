@@ -41,12 +41,39 @@ def wait_for_port(port: int, process: subprocess.Popen, timeout: float = 60.0) -
     raise TimeoutError(f"nothing listening on {port} after {timeout} s")
 
 
+SIM_TOKENS: dict[str, str] = {}
+"""sim_url -> the control token its server wrote to its data dir (``sim_headers``)."""
+
+
+def wait_for_sim_token(data: Path, process: subprocess.Popen, timeout: float = 30.0) -> str:
+    """The simulator's control token, from the 0600 file the embedded server writes to its
+    data dir right after binding the simulator's port (so it may lag the port a moment)."""
+    from simulator import TOKEN_FILE_NAME, read_token_file
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited with {process.returncode}")
+        if token := read_token_file(data / TOKEN_FILE_NAME):
+            return token
+        time.sleep(0.1)
+    raise TimeoutError(f"no simulator token in {data} after {timeout} s")
+
+
+def sim_headers(sim_url: str) -> dict[str, str]:
+    """Headers authorizing a /_sim/* request to the embedded server at ``sim_url``."""
+    from simulator import control_headers
+
+    return control_headers(SIM_TOKENS[sim_url])
+
+
 @contextlib.contextmanager
 def embedded_server(data: Path, *, env_extra: dict[str, str] | None = None,
                     setup: str | None = None):
     """Prepare a fresh SQLite database in ``data`` (migrate + the demo user, or the Python
     ``setup`` run by `manage.py shell -c`) and serve it with daphne in embedded mode.
-    Yields (url, sim_url, demo password). The environment is scrubbed of any outside
+    Yields (url, sim_url, demo password); ``sim_headers(sim_url)`` authorizes the
+    simulator's /_sim/* control routes. The environment is scrubbed of any outside
     configuration so the test always gets embedded mode and the simulator."""
     web_port, sim_port = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(
@@ -69,8 +96,11 @@ def embedded_server(data: Path, *, env_extra: dict[str, str] | None = None,
         try:
             wait_for_port(web_port, process)
             wait_for_port(sim_port, process)
-            yield f"http://127.0.0.1:{web_port}", f"http://127.0.0.1:{sim_port}", password
+            sim_url = f"http://127.0.0.1:{sim_port}"
+            SIM_TOKENS[sim_url] = wait_for_sim_token(data, process)
+            yield f"http://127.0.0.1:{web_port}", sim_url, password
         finally:
+            SIM_TOKENS.pop(f"http://127.0.0.1:{sim_port}", None)
             process.terminate()
             try:
                 process.wait(timeout=10)

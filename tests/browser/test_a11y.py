@@ -13,6 +13,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from tests.browser.conftest import sim_headers
 from tests.browser.conftest import ROOT, click_new_session, embedded_server, logged_in, send_message
 
 pytestmark = pytest.mark.browser
@@ -44,7 +45,7 @@ RULES = [
 def server(tmp_path_factory):
     with embedded_server(tmp_path_factory.mktemp("hermes-a11y")) as running:
         httpx.post(f"{running[1]}/_sim/script", json={"rules": RULES},
-                   timeout=10).raise_for_status()
+                   headers=sim_headers(running[1]), timeout=10).raise_for_status()
         yield running
 
 

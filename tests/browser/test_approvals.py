@@ -20,6 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.browser.conftest import sim_headers
 from tests.browser.conftest import embedded_server
 from tests.browser.conftest import logged_in as login_context
 from tests.browser.conftest import send_message
@@ -132,7 +133,8 @@ def outcome(owner, card_id: str, state: str, tool_index: int, tool_status: str,
 
 def test_owner_sees_admin_decisions_and_expiry_live(server, browser):
     url, sim_url, password, data = server
-    httpx.post(f"{sim_url}/_sim/script", json={"rules": RULES}, timeout=10).raise_for_status()
+    httpx.post(f"{sim_url}/_sim/script", json={"rules": RULES},
+               headers=sim_headers(sim_url), timeout=10).raise_for_status()
     owner_context, owner = logged_in(browser, url, OWNER, OWNER_PASSWORD)
     owner.click("#new-session")
     owner.wait_for_selector("#composer-text")

@@ -22,6 +22,7 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
+from tests.browser.conftest import sim_headers
 from tests.browser.conftest import embedded_server, logged_in, send_message, wait_for_chat
 
 pytestmark = pytest.mark.browser
@@ -76,7 +77,7 @@ def server(tmp_path_factory):
     with embedded_server(data, env_extra={"HERMES_BACKEND": "local"}, setup=SETUP) as running:
         url, sim_url, password = running
         httpx.post(f"{sim_url}/_sim/script", json={"rules": RULES},
-                   timeout=10).raise_for_status()
+                   headers=sim_headers(sim_url), timeout=10).raise_for_status()
         yield running
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from tests.browser.conftest import sim_headers
 from tests.browser.conftest import logged_in
 from tests.browser.conftest import send_message
 from tests.sessions.test_prefix_discipline import earliest_message_breakpoint, holds
@@ -30,15 +31,18 @@ def script_fast_replies(sim_url: str) -> None:
          "tool_calls": [{"name": "terminal", "input": {"command": "ls", "timeout": 30}}]},
         {"user": ".", "text": "Noted, thanks.", "token_delay": 0},
     ]
-    httpx.post(f"{sim_url}/_sim/reset", json={}, timeout=10).raise_for_status()
-    httpx.post(f"{sim_url}/_sim/script", json={"rules": rules}, timeout=10).raise_for_status()
+    httpx.post(f"{sim_url}/_sim/reset", json={},
+               headers=sim_headers(sim_url), timeout=10).raise_for_status()
+    httpx.post(f"{sim_url}/_sim/script", json={"rules": rules},
+               headers=sim_headers(sim_url), timeout=10).raise_for_status()
 
 
 def test_twenty_four_browser_turns_keep_the_prefix_and_read_the_cache(
         server, browser):
     url, sim_url, password = server
     script_fast_replies(sim_url)
-    before = len(httpx.get(f"{sim_url}/_sim/requests", timeout=10).json()["requests"])
+    before = len(httpx.get(f"{sim_url}/_sim/requests",
+                           headers=sim_headers(sim_url), timeout=10).json()["requests"])
     context, page = logged_in(browser, url, "demo", password)
     page.click("#new-session")
     page.wait_for_selector("#composer-text")
@@ -52,7 +56,8 @@ def test_twenty_four_browser_turns_keep_the_prefix_and_read_the_cache(
     assert page.locator("#transcript .tool-card").count() == TURNS // TOOL_EVERY
     context.close()
 
-    recorded = httpx.get(f"{sim_url}/_sim/requests", timeout=10).json()["requests"][before:]
+    recorded = httpx.get(f"{sim_url}/_sim/requests",
+                         headers=sim_headers(sim_url), timeout=10).json()["requests"][before:]
     assert [r["status"] for r in recorded if r["status"] != 200] == []
     bodies = [r["body"] for r in recorded]
     assert len(bodies) == TURNS + TURNS // TOOL_EVERY

@@ -12,6 +12,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from tests.browser.conftest import sim_headers
 from tests.browser.conftest import logged_in
 from tests.browser.conftest import send_message
 
@@ -33,7 +34,8 @@ def script_demo(sim_url: str) -> None:
                         {"name": "read_file", "input": {"path": "README.md"}}],
          "token_delay": 0.005},
     ]
-    response = httpx.post(f"{sim_url}/_sim/script", json={"rules": rules}, timeout=10)
+    response = httpx.post(f"{sim_url}/_sim/script", json={"rules": rules},
+                          headers=sim_headers(sim_url), timeout=10)
     response.raise_for_status()
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from tests.browser.conftest import sim_headers
 from tests.browser.conftest import logged_in
 from tests.browser.conftest import send_message
 
@@ -24,7 +25,8 @@ def script_delegation(sim_url: str) -> None:
              {"tool_result": "child agents? ended", "text": "PARENT FINAL: all three done."},
              {"user": "^delegate", "text": "Delegating.", "tool_calls": [
                  {"name": "delegate", "input": {"tasks": [{"goal": g} for g in GOALS]}}]}]
-    httpx.post(f"{sim_url}/_sim/script", json={"rules": rules}, timeout=10).raise_for_status()
+    httpx.post(f"{sim_url}/_sim/script", json={"rules": rules},
+               headers=sim_headers(sim_url), timeout=10).raise_for_status()
 
 
 def test_three_child_cards_update_live_and_link_to_read_only_transcripts(server, browser):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from tests.browser.conftest import sim_headers
 from tests.browser.conftest import logged_in
 from tests.browser.conftest import send_message
 
@@ -30,7 +31,8 @@ KEYWORD = {"light": "rgb(0, 128, 0)", "dark": "rgb(255, 123, 114)"}
 def chat(server, browser):
     """One session with the reply and the tool output, made once; returns its URL."""
     url, sim_url, password = server
-    httpx.post(f"{sim_url}/_sim/script", json={"rules": RULES}, timeout=10).raise_for_status()
+    httpx.post(f"{sim_url}/_sim/script", json={"rules": RULES},
+               headers=sim_headers(sim_url), timeout=10).raise_for_status()
     context, page = logged_in(browser, url, "demo", password)
     page.click("#new-session")
     page.wait_for_selector("#composer-text")

@@ -12,6 +12,7 @@ import threading
 import httpx
 import pytest
 
+from tests.browser.conftest import sim_headers
 from tests.browser.conftest import free_port, logged_in, send_message
 
 pytestmark = pytest.mark.browser
@@ -60,7 +61,8 @@ def test_csp_header_and_no_violation_on_the_chat_page(server, browser):
     rules = [{"user": "show me a picture",
               "text": f"Here is the **picture**:\n\n![the picture]({leak})\n\nDone.",
               "token_delay": 0.002}]
-    httpx.post(f"{sim_url}/_sim/script", json={"rules": rules}, timeout=10).raise_for_status()
+    httpx.post(f"{sim_url}/_sim/script", json={"rules": rules},
+               headers=sim_headers(sim_url), timeout=10).raise_for_status()
     context, _ = logged_in(browser, url, "demo", password)
     page, console = watched_page(context)
     try:

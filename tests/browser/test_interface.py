@@ -18,6 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.browser.conftest import sim_headers
 from tests.browser.conftest import (
     ROOT, click_new_session, embedded_server, logged_in, send_message)
 
@@ -47,7 +48,7 @@ def server(tmp_path_factory):
     with embedded_server(data, env_extra={"HERMES_UPLOAD_MAX_BYTES": "2000",
                                           "HERMES_BACKEND": "local"}) as running:
         httpx.post(f"{running[1]}/_sim/script", json={"rules": RULES},
-                   timeout=10).raise_for_status()
+                   headers=sim_headers(running[1]), timeout=10).raise_for_status()
         yield running
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from tests.browser.conftest import sim_headers
 from tests.browser.conftest import embedded_server
 from tests.browser.conftest import logged_in
 from tests.browser.conftest import send_message
@@ -44,7 +45,8 @@ def server(tmp_path_factory):
 
 def test_admin_adds_a_server_and_a_members_session_calls_it(server, browser):
     url, sim_url, password = server
-    httpx.post(f"{sim_url}/_sim/script", json={"rules": RULES}, timeout=10).raise_for_status()
+    httpx.post(f"{sim_url}/_sim/script", json={"rules": RULES},
+               headers=sim_headers(sim_url), timeout=10).raise_for_status()
     context, admin = logged_in(browser, url, "demo", password)
     admin.set_default_timeout(WAIT_MS)
     admin.goto(f"{url}/settings/")

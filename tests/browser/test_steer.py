@@ -12,6 +12,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from tests.browser.conftest import sim_headers
 from tests.browser.conftest import logged_in
 from tests.browser.conftest import send_message
 
@@ -27,7 +28,8 @@ def script(sim_url: str) -> None:
          "tool_calls": [{"name": "terminal", "input": {"command": "sleep 4; echo step one"}},
                         {"name": "terminal", "input": {"command": "echo two > b.txt"}}]},
     ]
-    httpx.post(f"{sim_url}/_sim/script", json={"rules": rules}, timeout=10).raise_for_status()
+    httpx.post(f"{sim_url}/_sim/script", json={"rules": rules},
+               headers=sim_headers(sim_url), timeout=10).raise_for_status()
 
 
 def test_alt_enter_steers_the_running_turn_between_two_tool_calls(server, browser):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from tests.browser.conftest import sim_headers
 from tests.browser.conftest import logged_in
 from tests.browser.conftest import send_message
 
@@ -36,7 +37,8 @@ RULES = [
 
 def test_a_clarify_question_round_trips_and_the_todo_panel_updates_live(server, browser):
     url, sim_url, password = server
-    httpx.post(f"{sim_url}/_sim/script", json={"rules": RULES}, timeout=10).raise_for_status()
+    httpx.post(f"{sim_url}/_sim/script", json={"rules": RULES},
+               headers=sim_headers(sim_url), timeout=10).raise_for_status()
     context, page = logged_in(browser, url, "demo", password)
     page.set_default_timeout(WAIT_MS)
     page.click("#new-session")

@@ -1,6 +1,7 @@
 """Issue 10 defect 10: two CLI turns at once, or the CLI beside `make run`, crashed with
 "Address already in use" because the embedded simulator always bound the fixed port. Run
-through the real CLI in embedded mode (subprocesses, SQLite, the in-process worker)."""
+through the real CLI in embedded mode (subprocesses, SQLite, the in-process worker). A
+simulator is reused only when it accepts the CLI's control token (simulator/control.py)."""
 
 from __future__ import annotations
 
@@ -51,11 +52,24 @@ def test_two_cli_turns_at_once_beside_a_busy_simulator_port_both_answer(embedded
 def test_the_cli_reuses_a_simulator_already_serving_its_port(embedded_env, simulator):
     simulator.state.reset()
     env = {**embedded_env, "HERMES_SIMULATOR_PORT": str(simulator.port),
-           "HERMES_SIMULATOR_URL": simulator.url}
+           "HERMES_SIMULATOR_URL": simulator.url, "HERMES_SIMULATOR_TOKEN": simulator.token}
     run = chat(env, "hello there")
     output = run.communicate(timeout=180)[0]
     assert run.returncode == 0, output[-2000:]
     assert len(simulator.state.requests) == 1  # the turn went to the one already serving
+
+
+def test_the_cli_does_not_reuse_a_simulator_that_refuses_its_token(embedded_env, simulator):
+    """Someone else's simulator on the port (its token is not ours): the CLI serves its own
+    on a free port, so our prompts never reach a request log its owner can read."""
+    simulator.state.reset()
+    env = {**embedded_env, "HERMES_SIMULATOR_PORT": str(simulator.port),
+           "HERMES_SIMULATOR_URL": simulator.url}
+    run = chat(env, "hello there")
+    output = run.communicate(timeout=180)[0]
+    assert run.returncode == 0, output[-2000:]
+    assert "(simulated model)" in output
+    assert len(simulator.state.requests) == 0
 
 
 def test_no_simulator_is_wanted_for_a_real_provider(settings):
