@@ -24,7 +24,8 @@ class AccountsConfig(AppConfig):
         teams_register(admin_team_ids=teams.admin_team_ids, team_ids=teams.team_ids,
                        team_admin_ids=teams.team_admin_ids, team_default=teams.team_default,
                        deny_rules=teams.deny_rules,
-                       admin_only_classes=teams.admin_only_classes)
+                       admin_only_classes=teams.admin_only_classes,
+                       team_rules=teams.team_rules)
         money_register(
             budgeted=budgets.BudgetedTransport,
             has_budgets=lambda session: bool(budgets.budgets_for(session)),

@@ -50,28 +50,42 @@ def admin_only_classes(user_id: int) -> dict[str, str]:
 
 def deny_rules(user_id: int, team_id: int | None) -> tuple[str, ...]:
     """The deny patterns of every team ``user_id`` belongs to and of ``team_id`` (the
-    session's team; None: none), oldest team first, each pattern once. One round trip:
-    asked before every batch of tool calls, where the memberships and the patterns were
-    two queries (issue 15 target 1); both are read fresh each time, since an admin may
-    change them at any moment. Plain SQL: the ORM's build of the same query cost as much
-    as the round trip it saves."""
+    session's team; None: none), oldest team first, each pattern once (``team_rules``)."""
+    return team_rules(user_id, team_id)[0]
+
+
+def team_rules(user_id: int, team_id: int | None) -> tuple[tuple[str, ...], dict[str, str]]:
+    """(the deny patterns of ``deny_rules``, the ``admin_only_classes`` of ``user_id``'s
+    teams) in ONE round trip: asked before every batch of tool calls (issue 15 target 1:
+    the memberships and the patterns were two queries; the reservations would have been a
+    third). Read fresh each time: an admin may change them at any moment. Plain SQL: the
+    ORM's build of the same query cost as much as the round trip it saves."""
     deny: list[str] = []
+    reserved: dict[str, str] = {}
     with connection.cursor() as cursor:
-        cursor.execute(_DENY_SQL, [team_id, user_id])
-        for (patterns,) in cursor.fetchall():
+        cursor.execute(_DENY_SQL, [user_id, team_id, user_id])
+        for member, name, patterns, classes in cursor.fetchall():
             if isinstance(patterns, str):  # SQLite hands JSON back as text
                 patterns = json.loads(patterns)
+            if isinstance(classes, str):
+                classes = json.loads(classes)
             deny += [p for p in (patterns or []) if isinstance(p, str) and p not in deny]
-    return tuple(deny)
+            for risk_class in (classes or []) if member else ():
+                if isinstance(risk_class, str):
+                    reserved.setdefault(risk_class, name)
+    return tuple(deny), reserved
 
 
 def _deny_sql() -> str:
     team, member = Team._meta, Membership._meta
     column = {f.name: f.column for f in member.concrete_fields}
-    return (f'SELECT "{team.get_field("deny_rules").column}" FROM "{team.db_table}" '
-            f'WHERE "{team.pk.column}" = %s OR "{team.pk.column}" IN (SELECT '
-            f'"{column["team"]}" FROM "{member.db_table}" WHERE "{column["user"]}" = %s) '
-            f'ORDER BY "{team.pk.column}"')
+    pk = team.pk.column
+    members = (f'(SELECT "{column["team"]}" FROM "{member.db_table}" '
+               f'WHERE "{column["user"]}" = %s)')
+    return (f'SELECT "{pk}" IN {members}, "{team.get_field("name").column}", '
+            f'"{team.get_field("deny_rules").column}", '
+            f'"{team.get_field("admin_only_risk_classes").column}" FROM "{team.db_table}" '
+            f'WHERE "{pk}" = %s OR "{pk}" IN {members} ORDER BY "{pk}"')
 
 
 _DENY_SQL = _deny_sql()

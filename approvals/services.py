@@ -405,13 +405,14 @@ def gate_state(*, session: Session, turn: Turn | None, bypass: bool | None = Non
     for rule in (ApprovalRule.objects.filter(approval_rule_scope(session), revoked=False)
                  .order_by("id")):
         rule_ids.setdefault((rule.tool_name, rule.pattern), rule.pk)
-    deny = TEAMS.deny_rules(session.owner_id, session.team_id)
+    deny, reserved = TEAMS.team_rules(session.owner_id, session.team_id)
     if bypass is None:
         bypass = bool(Session.objects.filter(pk=session.pk)
                       .values_list("bypass_approvals", flat=True).first())
     if decisions_from is not None:
         return replace(decisions_from, always_rules=tuple(rule_ids),
-                       always_rule_ids=rule_ids, deny_rules=tuple(deny), bypass=bypass)
+                       always_rule_ids=rule_ids, deny_rules=tuple(deny), bypass=bypass,
+                       reserved=reserved)
     latest: dict[str, ApprovalRequest] = {}
     session_rules: list[tuple[str, str]] = []
     for a in (ApprovalRequest.objects.filter(_lineage_q(session)).exclude(state=State.PENDING)
@@ -428,7 +429,7 @@ def gate_state(*, session: Session, turn: Turn | None, bypass: bool | None = Non
     return GateState(always_rules=tuple(rule_ids),
                      always_rule_ids=rule_ids, session_rules=tuple(session_rules),
                      approved_call_ids=approved, denied_call_ids=denied,
-                     deny_rules=tuple(deny), bypass=bypass)
+                     deny_rules=tuple(deny), bypass=bypass, reserved=reserved)
 
 
 def approval_rule_scope(session: Session) -> Q:

@@ -46,7 +46,8 @@ def policy_context_for(*, user, session: Session | None, state: GateState | None
         admin_only = tuple(c for c in (session.team.admin_only_risk_classes or ())
                            if isinstance(c, str))
     elif session is not None:  # no team: its owner's teams' reservations still bind
-        admin_only = tuple(TEAMS.admin_only_classes(session.owner_id))
+        admin_only = tuple(state.reserved if state is not None
+                           else TEAMS.admin_only_classes(session.owner_id))
     return PolicyContext(
         session_id=str(session.pk) if session is not None else "cli",
         user_id=(str(user.pk) if user is not None

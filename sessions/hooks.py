@@ -68,6 +68,8 @@ class TeamHooks:
     admin_only_classes(user_id) -> dict[str, str]: risk class -> name of the first team of
     ``user_id`` that reserves it for its admins (what governs the member's sessions that
     belong to no team).
+    team_rules(user_id, team_id) -> (deny_rules(...), admin_only_classes(...)): both in one
+    round trip (asked before every batch of tool calls).
     """
 
     admin_team_ids: Callable[[Any], list[int]] = lambda user: []
@@ -76,6 +78,8 @@ class TeamHooks:
     team_default: Callable[[Any], Any] = lambda user: None
     deny_rules: Callable[[int, int | None], tuple[str, ...]] = lambda user_id, team_id: ()
     admin_only_classes: Callable[[int], dict[str, str]] = lambda user_id: {}
+    team_rules: Callable[[int, int | None], tuple[tuple[str, ...], dict[str, str]]] = (
+        lambda user_id, team_id: ((), {}))
 
 
 @dataclass(frozen=True)

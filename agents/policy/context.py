@@ -97,6 +97,8 @@ class GateState:
     ``approved_call_ids``: tool call ids a human approved in this turn.
     ``denied_call_ids``: {tool_call_id: the result text the model gets}.
     ``deny_rules``: the owner's teams' deny patterns. ``bypass``: Session.bypass_approvals.
+    ``reserved``: risk class -> the owner's team that reserves it for its admins (what binds
+    a session of no team; read with the deny patterns, one round trip).
     """
 
     always_rules: tuple[tuple[str, str], ...] = ()
@@ -106,6 +108,7 @@ class GateState:
     denied_call_ids: Mapping[str, str] = field(default_factory=dict)
     deny_rules: tuple[str, ...] = ()
     bypass: bool = False
+    reserved: Mapping[str, str] = field(default_factory=dict)
 
     def patterns_for(self, tool_name: str, *, scope: str = "always") -> tuple[str, ...]:
         """The patterns of one tool, from the "always" (default) or "session" rules."""
