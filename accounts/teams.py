@@ -35,17 +35,11 @@ def team_default(user) -> Team | None:
 
 
 def admin_only_classes(user_id: int) -> dict[str, str]:
-    """Risk class -> the name of the first team (membership order) of ``user_id`` that
-    reserves it for its admins. A member's session that belongs to no team (made before
+    """Risk class -> the name of the first team of ``user_id`` that reserves it for its
+    admins (``team_rules``). A member's session that belongs to no team (made before
     joining) is governed by these: a second user created a session, then joined a team,
     and approved their own ``rm -rf`` there, which the team reserves for another admin."""
-    reserved: dict[str, str] = {}
-    for name, classes in (Membership.objects.filter(user_id=user_id).order_by("id")
-                          .values_list("team__name", "team__admin_only_risk_classes")):
-        for risk_class in classes or ():
-            if isinstance(risk_class, str):
-                reserved.setdefault(risk_class, name)
-    return reserved
+    return team_rules(user_id, None)[1]
 
 
 def deny_rules(user_id: int, team_id: int | None) -> tuple[str, ...]:

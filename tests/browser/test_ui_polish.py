@@ -223,17 +223,22 @@ def held_page(context, session_url: str):
     return page, release, errors
 
 
+def new_session_held(context, page):
+    """Start a session from the list's own button, then reopen it with chat.js held back:
+    (page, release, console errors) as ``held_page`` gives them."""
+    page.set_default_timeout(WAIT_MS)
+    page.click("#new-session")  # the session list's own button
+    page.wait_for_selector("#composer-text")
+    session_url = page.url
+    page.close()
+    return held_page(context, session_url)
+
+
 def test_enter_before_the_chat_script_loads_sends_the_message_once(server, browser):
     url, _, password = server
     context, page = logged_in(browser, url, "demo", password, viewport=DESKTOP)
-    page.set_default_timeout(WAIT_MS)
     try:
-        page.click("#new-session")  # the session list's own button
-        page.wait_for_selector("#composer-text")
-        session_url = page.url
-        page.close()
-
-        page, release, errors = held_page(context, session_url)
+        page, release, errors = new_session_held(context, page)
         box = page.locator("#composer-text")
         box.click()
         page.keyboard.press("Enter")  # a blank box: nothing to send, and no newline either
@@ -277,14 +282,8 @@ def test_enter_before_the_chat_script_loads_sends_the_message_once(server, brows
 def test_alt_enter_before_the_scripts_load_sends_a_correction(server, browser):
     url, _, password = server
     context, page = logged_in(browser, url, "demo", password, viewport=PHONE)
-    page.set_default_timeout(WAIT_MS)
     try:
-        page.click("#new-session")  # the session list's own button
-        page.wait_for_selector("#composer-text")
-        session_url = page.url
-        page.close()
-
-        page, release, errors = held_page(context, session_url)
+        page, release, errors = new_session_held(context, page)
         box = page.locator("#composer-text")
         box.click()
         page.keyboard.type("a correction")

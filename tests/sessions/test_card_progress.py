@@ -19,6 +19,14 @@ from tests.tools.test_clarify_card_status import card_states
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+def wait_completed(turn, seconds: float = 30) -> None:
+    """Wait until the real worker has completed ``turn``."""
+    deadline = time.monotonic() + seconds
+    while Turn.objects.get(pk=turn.pk).status != Turn.Status.COMPLETED:
+        assert time.monotonic() < deadline, "the turn never finished"
+        time.sleep(0.1)
+
+
 def two_steps(request):
     if request.tool_results:
         return Reply(text="Both steps ran.")
@@ -45,10 +53,7 @@ def test_a_call_that_has_not_started_says_queued_live_and_after_a_reload(
     assert card_states(page) == [("running", "running"), ("queued", "queued")]
     assert "Not started yet: it runs after the calls before it." in page
 
-    deadline = time.monotonic() + 30
-    while Turn.objects.get(pk=turn.pk).status != Turn.Status.COMPLETED:
-        assert time.monotonic() < deadline, "the turn never finished"
-        time.sleep(0.1)
+    wait_completed(turn)
     # The live path, as the polling fallback (and a reconnecting socket) replays it: the
     # reply's cards arrive queued, each turns running when its own call starts.
     frames = client.get(f"/sessions/{session.pk}/events/?after=0").json()["events"]
@@ -74,10 +79,7 @@ def test_a_finished_step_says_done_before_the_steps_after_it_end(
     session = session_create(user=alice)
     turn = turn_start(session=session, user=alice, text="run the two steps")
     client = login(alice)
-    deadline = time.monotonic() + 30
-    while Turn.objects.get(pk=turn.pk).status != Turn.Status.COMPLETED:
-        assert time.monotonic() < deadline, "the turn never finished"
-        time.sleep(0.1)
+    wait_completed(turn)
     frames = client.get(f"/sessions/{session.pk}/events/?after=0").json()["events"]
     called = [f for f in frames if f["type"] == "tool.called"]
     ended = [f for f in frames if f["type"] == "tool.ended"]
@@ -105,10 +107,7 @@ def test_a_call_the_policy_denies_says_denied_live_and_after_a_reload(
     session = session_create(user=alice)
     turn = turn_start(session=session, user=alice, text="who am i")
     client = login(alice)
-    deadline = time.monotonic() + 30
-    while Turn.objects.get(pk=turn.pk).status != Turn.Status.COMPLETED:
-        assert time.monotonic() < deadline, "the turn never finished"
-        time.sleep(0.1)
+    wait_completed(turn)
     frames = client.get(f"/sessions/{session.pk}/events/?after=0").json()["events"]
     result = next(f for f in frames if f["type"] == "tool.result")
     assert result["payload"]["message"]["is_error"]
