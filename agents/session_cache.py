@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 
 from cachetools import LRUCache
 
+from agents.context.history import CallTally
 from agents.messages import Message, common_prefix, message_memo
 
 if TYPE_CHECKING:
@@ -72,7 +73,8 @@ class BoundSession:
     ``rendered``: the transport's last wire rendering on the turn's thread (opaque here:
     agents/transports/anthropic_messages.py), handed to the next turn's thread so its first
     request renders only what was appended; ``rendered_size``: its estimated bytes beyond
-    the messages'. The cache charges ``size + rendered_size``."""
+    the messages'; ``call_tally``: the tool call ids of ``history`` (None: count them). The
+    cache charges ``size + rendered_size``."""
 
     pipeline: RequestPipeline
     history: tuple[Message, ...]
@@ -82,6 +84,7 @@ class BoundSession:
     size: int = 0
     rendered: object = None
     rendered_size: int = 0
+    call_tally: CallTally | None = None
 
     @property
     def charged(self) -> int:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Literal
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, Q
 from django.http import Http404
 from django.utils import timezone
@@ -400,11 +400,8 @@ def gate_state(*, session: Session, turn: Turn | None, bypass: bool | None = Non
     (a run's own asks end it too). The rules, teams and deny lists are read again: an
     admin may change them at any moment."""
     rule_ids: dict[tuple[str, str], int] = {}
-    # The owner's rules made in this session's team (or, for a session with no team, made
-    # with none), and the team's own rules: never another team's (approval_rule_scope).
-    for rule in (ApprovalRule.objects.filter(approval_rule_scope(session), revoked=False)
-                 .order_by("id")):
-        rule_ids.setdefault((rule.tool_name, rule.pattern), rule.pk)
+    for pk, tool_name, pattern in _rules_in_force(session):
+        rule_ids.setdefault((tool_name, pattern), pk)
     deny, reserved = TEAMS.team_rules(session.owner_id, session.team_id)
     if bypass is None:
         bypass = bool(Session.objects.filter(pk=session.pk)
@@ -432,13 +429,33 @@ def gate_state(*, session: Session, turn: Turn | None, bypass: bool | None = Non
                      deny_rules=tuple(deny), bypass=bypass, reserved=reserved)
 
 
-def approval_rule_scope(session: Session) -> Q:
-    """The "always" rules that apply in ``session``: its owner's made in the session's team
-    (team NULL for a session without one) and that team's team-wide rules (user NULL)."""
-    if session.team_id is None:
-        return Q(user_id=session.owner_id, team__isnull=True)
-    return (Q(user_id=session.owner_id, team_id=session.team_id)
-            | Q(user__isnull=True, team_id=session.team_id))
+def _rules_sql(*, team: bool) -> str:
+    """The plain SQL of ``_rules_in_force``, built once from the model's columns."""
+    meta = ApprovalRule._meta
+    col = {f.name: f.column for f in meta.concrete_fields}
+    user, team_col = f'"{col["user"]}"', f'"{col["team"]}"'
+    scope = (f"(({user} = %s AND {team_col} = %s) OR ({user} IS NULL AND {team_col} = %s))"
+             if team else f"({user} = %s AND {team_col} IS NULL)")
+    return (f'SELECT "{meta.pk.column}", "{col["tool_name"]}", "{col["pattern"]}" '
+            f'FROM "{meta.db_table}" WHERE {scope} AND "{col["revoked"]}" = %s '
+            f'ORDER BY "{meta.pk.column}"')
+
+
+_RULES_SQL = {True: _rules_sql(team=True), False: _rules_sql(team=False)}
+
+
+def _rules_in_force(session: Session) -> list[tuple[int, str, str]]:
+    """[(rule id, tool name, pattern)] of the "always" rules in force in ``session``,
+    oldest first: its owner's made in the session's team (or, for a session with no team,
+    made with none, team NULL), and the team's team-wide rules (user NULL); never another
+    team's, never a revoked one. Plain SQL: asked before every batch of tool calls, and the ORM's
+    build of this query cost more than its round trip (issue 15 target 1)."""
+    team = session.team_id is not None
+    params = ([session.owner_id, session.team_id, session.team_id] if team
+              else [session.owner_id])
+    with connection.cursor() as cursor:
+        cursor.execute(_RULES_SQL[team], [*params, False])
+        return [tuple(row) for row in cursor.fetchall()]
 
 
 def rule_hit(rule_id: int) -> None:

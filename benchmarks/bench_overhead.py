@@ -237,6 +237,20 @@ class Recorder:
 REC = Recorder()
 
 
+DB_COMPONENT = "database round trips (every statement + COMMIT, wall)"
+"""Time spent waiting on the database, every thread: what is left of an iteration beyond it
+is Python (ours, Django's, psycopg's) and lock waits."""
+
+
+def _charge(name: str, elapsed: float, *, callback: bool = True) -> None:
+    """Add ``elapsed`` (s) to this iteration's component ``name``; a timed callback inside
+    the model call is also added back to the harness (``callback``); nested time is not,
+    or it would count twice."""
+    REC.components[REC.iteration()][name] += elapsed
+    if callback and REC.in_call:
+        REC.callback_in_call += elapsed
+
+
 def _timed(name: str, fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -244,10 +258,7 @@ def _timed(name: str, fn):
         try:
             return fn(*args, **kwargs)
         finally:
-            elapsed = time.perf_counter() - start
-            REC.components[REC.iteration()][name] += elapsed
-            if REC.in_call:
-                REC.callback_in_call += elapsed
+            _charge(name, time.perf_counter() - start)
     return wrapper
 
 
@@ -341,7 +352,7 @@ def instrument() -> None:
             (runner, "_begin", "runner._begin (turn.started, user msg, history)"),
             (runner, "_finish", "runner._finish (turn.finished)"),
             (runner, "_history_for", "runner._history_for (kept copy + new rows)"),
-            (runner, "_call_ids", "runner._call_ids (the history's call ids)"),
+            (runner, "_call_tally", "runner._call_tally (the history's call ids)"),
             (runner, "_execute", "runner._execute (ledger, gate, dispatch, spill)"),
             (runner, "ledger_for", "runner ledger_for"),
             (runner, "started_call_ids", "runner started_call_ids"),
@@ -411,7 +422,11 @@ def _count_statements() -> None:
             counts["autocommit write"] += 1  # its own transaction: one commit
         if "synchronous_commit" in sql:
             counts["relaxed commit"] += 1
-        return execute(sql, params, many, context)
+        start = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            _charge(DB_COMPONENT, time.perf_counter() - start, callback=False)
 
     def attach(connection, **kwargs):
         if wrapper not in connection.execute_wrappers:
@@ -424,7 +439,11 @@ def _count_statements() -> None:
 
     def counted_commit(self):
         REC.statements[REC.iteration()]["COMMIT"] += 1
-        return commit(self)
+        start = time.perf_counter()
+        try:
+            return commit(self)
+        finally:
+            _charge(DB_COMPONENT, time.perf_counter() - start, callback=False)
 
     BaseDatabaseWrapper._commit = counted_commit
 

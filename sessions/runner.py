@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -28,9 +27,10 @@ from agents.errors import (ApprovalRequired, DelegationRequested, LeaseLost, Tra
 from agents.identity import bind_identity
 from agents.loop import Harness, run_turn
 from agents.messages import Message as AgentMessage
-from agents.messages import ModelRequest, ModelResponse, ToolCall
+from agents.messages import ModelRequest, ModelResponse, ToolCall, common_prefix
 from agents.prompt import build_system_prompt, recover_stable_len
 from agents.providers import ProviderProfile, model_output_cap, resolve_profile
+from agents.context.history import CallTally
 from agents.context.reduction import ReductionState, recovery_plan, reduction_plan
 from agents.recovery import INCOMPLETE_KIND
 from agents.request import RequestPipeline
@@ -174,9 +174,11 @@ class TurnContext:
     change while the turn waits, between runs; approvals/services.py gate_state)."""
     finished_version: int | None = None
     """The session's transcript_version as the statement that ended the turn read it."""
-    seen_call_ids: set[str] | None = None
+    seen_call_ids: frozenset[str] | None = None
     """Every call id of the history this run started from (None: unknown, so every call
     is looked up in the ledger)."""
+    call_tally: CallTally | None = None
+    """The call ids of ``loaded`` (set by _begin), kept with the session for its next turn."""
 
     @cached_property
     def profile(self) -> ProviderProfile:
@@ -461,20 +463,20 @@ def _begin(ctx: TurnContext, sink: DbSink) -> list[AgentMessage]:
     # Calls that began and have no stored result are "interrupted", never "not executed".
     # Only calls the live history leaves unanswered can need that word (agents/context/
     # history.py asks about no other id), so only they are looked up.
-    ctx.seen_call_ids, unanswered = _call_ids(ctx.loaded)
+    ctx.call_tally = _call_tally(ctx.bound, ctx.loaded)
+    ctx.seen_call_ids = ctx.call_tally.seen
     ctx.pipeline.started_call_ids = started_call_ids(
-        session=ctx.session, ledgered=True, among=unanswered)
+        session=ctx.session, ledgered=True, among=ctx.call_tally.unanswered)
     return ctx.loaded
 
 
-def _call_ids(history: list[AgentMessage]) -> tuple[set[str], set[str]]:
-    """(every call id in ``history``, as a call or a result; the ids that occur more often
-    as calls than as results: unanswered)."""
-    calls = Counter(c.id for m in history if m.role == "assistant" for c in m.tool_calls)
-    results = Counter(m.tool_call_id for m in history if m.role == "tool" and m.tool_call_id)
-    seen = set(calls) | set(results)
-    calls.subtract(results)
-    return seen, {cid for cid, left in calls.items() if left > 0}
+def _call_tally(bound: BoundSession | None, history: list[AgentMessage]) -> CallTally:
+    """The call ids of ``history``: the kept copy's tally extended by the rows appended
+    since (``history`` is the copy plus those rows when ``bound`` was used), else counted
+    over the whole history."""
+    if bound is not None and bound.call_tally is not None:
+        return bound.call_tally.extended(history[len(bound.history):])
+    return CallTally.of(history)
 
 
 def _answer_already_stored(ctx: TurnContext, history: list[AgentMessage]):
@@ -536,10 +538,16 @@ def _bind(ctx: TurnContext, history: tuple[AgentMessage, ...]) -> None:
     hermes = settings.HERMES
     size = entry_bytes(history, system_prompt=ctx.session.system_prompt, previous=ctx.bound)
     rendered, rendered_size = render_cache_take()
+    # The start's tally covers ctx.loaded; when the final history still begins with it
+    # (no compaction or prune rewrote it), only this turn's own messages are counted.
+    loaded, tally = ctx.loaded, ctx.call_tally
+    tally = (tally.extended(history[len(loaded):])
+             if tally is not None and loaded and common_prefix(history, loaded) == len(loaded)
+             else CallTally.of(history))
     BOUND.keep(ctx.session.pk, BoundSession(pipeline=pipeline, history=history, version=version,
                                             system_prompt=ctx.session.system_prompt,
                                             turn_id=ctx.turn.pk, size=size, rendered=rendered,
-                                            rendered_size=rendered_size),
+                                            rendered_size=rendered_size, call_tally=tally),
                max_entries=hermes["BOUND_SESSIONS_MAX"],
                max_bytes=hermes["BOUND_SESSIONS_BYTES"])
 

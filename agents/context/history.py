@@ -247,3 +247,43 @@ def flatten_tool_exchanges(messages: Sequence[Message]) -> list[Message]:
 def index_is_note(first: Message, second: Message) -> bool:
     """True when ``second`` is a flattened tool-result note that may join ``first``."""
     return second.content.startswith(("[result of ", "[error from "))
+
+
+@dataclass(frozen=True, slots=True)
+class CallTally:
+    """The tool call ids of a history: ``seen`` every id that occurs as a call or as a
+    result; ``balance`` per id, calls minus results (positive: unanswered). Built once over
+    a history and then ``extended`` by what is appended, so a worker that kept a session's
+    history between turns tallies only the new rows (issue 15 target 1: a full count over a
+    2,000-message history was 2.5 ms of every turn's first iteration)."""
+
+    seen: frozenset[str]
+    balance: dict[str, int]
+
+    @classmethod
+    def of(cls, messages: Sequence[Message]) -> "CallTally":
+        """The tally of ``messages``."""
+        return cls(frozenset(), {}).extended(messages)
+
+    def extended(self, messages: Sequence[Message]) -> "CallTally":
+        """The tally of this one's history followed by ``messages`` (a new object: a kept
+        tally may be read by the turn that kept it while the next one extends it)."""
+        if not messages:
+            return self
+        calls = Counter(c.id for m in messages if m.role == "assistant" for c in m.tool_calls)
+        results = Counter(m.tool_call_id for m in messages
+                          if m.role == "tool" and m.tool_call_id)
+        balance = dict(self.balance)
+        calls.subtract(results)
+        for cid, n in calls.items():
+            left = balance.get(cid, 0) + n
+            if left:
+                balance[cid] = left
+            else:
+                balance.pop(cid, None)
+        return CallTally(self.seen.union(calls), balance)  # subtract added the result ids
+
+    @property
+    def unanswered(self) -> set[str]:
+        """The ids that occur more often as calls than as results."""
+        return {cid for cid, left in self.balance.items() if left > 0}

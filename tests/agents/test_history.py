@@ -4,6 +4,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agents.context.history import (
+    CallTally,
     CONTINUES, EMPTY, INTERRUPTED, NOT_EXECUTED, validate_and_repair,
 )
 from agents.messages import Message, ToolCall
@@ -254,3 +255,33 @@ def test_a_reused_call_id_is_never_renamed_onto_an_id_a_carried_history_uses() -
     assert is_legal(from_memory.messages)
     again = validate_and_repair(from_memory.messages)
     assert again.messages == from_memory.messages and again.problems == ()
+
+
+_IDS = st.sampled_from(["a", "b", "c", "d", "e"])
+_TALLIED = st.lists(st.one_of(
+    st.builds(lambda ids: assistant("", *(call(i) for i in ids)), st.lists(_IDS, max_size=3)),
+    st.builds(result, _IDS), st.builds(user, st.just("hi"))), max_size=12)
+
+
+def _counted(messages) -> tuple[set[str], set[str]]:
+    """The definition CallTally must agree with, counted the slow way."""
+    calls = [c.id for m in messages if m.role == "assistant" for c in m.tool_calls]
+    results = [m.tool_call_id for m in messages if m.role == "tool"]
+    return (set(calls) | set(results),
+            {i for i in set(calls) if calls.count(i) > results.count(i)})
+
+
+@settings(max_examples=300, deadline=None)
+@given(_TALLIED, _TALLIED, _TALLIED)
+def test_call_tally_extended_in_pieces_equals_counting_the_whole(first, second, third):
+    """A tally kept from one turn and extended by the rows of the next (and of the next)
+    says what counting the whole history says: every id seen, and the unanswered ones
+    (more calls than results), including a result arriving turns after its call; and
+    extending never changes the tally it started from (the kept one may still be read)."""
+    kept = CallTally.of(first)
+    before = (kept.seen, dict(kept.balance))
+    grown = kept.extended(second).extended(third)
+    whole = first + second + third
+    assert (set(grown.seen), grown.unanswered) == _counted(whole)
+    assert (kept.seen, kept.balance) == before
+    assert all(n != 0 for n in grown.balance.values())  # balanced ids are dropped

@@ -395,3 +395,35 @@ def test_the_beat_task_expires_overdue_requests(session_a, ask):
     assert approval_expire_task.name == "approvals.expire_task"
     assert approval_expire_task.apply().result == 1
     assert ApprovalRequest.objects.get(pk=row.pk).state == "expired"
+
+
+def test_gate_state_rules_are_exactly_the_ones_in_force_in_the_session(people, session_a):
+    """The "always" rules a session's gate reads (plain SQL since issue 15): the owner's made
+    in the session's team and the team's team-wide rules, oldest first; never the owner's
+    rules of another team or of no team, another member's, another team's, or a revoked
+    one. A teamless session of the same owner reads only the owner's teamless rules."""
+    from accounts.models import Team
+    from sessions.models import Session
+
+    session, turn = session_a
+    team_a, team_b = Team.objects.get(name="team-a"), Team.objects.get(name="team-b")
+    alice, carol = people["alice"], people["carol"]
+
+    def rule(pattern, *, user, team, revoked=False):
+        return ApprovalRule.objects.create(user=user, team=team, tool_name="terminal",
+                                           pattern=pattern, revoked=revoked).pk
+
+    mine = rule("make mine", user=alice, team=team_a)
+    team_wide = rule("make team", user=None, team=team_a)
+    rule("make revoked", user=alice, team=team_a, revoked=True)
+    rule("make carol", user=carol, team=team_a)
+    rule("make other team", user=None, team=team_b)
+    personal = rule("make personal", user=alice, team=None)
+    state = gate_state(session=session, turn=turn)
+    assert state.always_rules == (("terminal", "make mine"), ("terminal", "make team"))
+    assert state.rule_id_for(tool_name="terminal", pattern="make team") == team_wide
+    assert state.rule_id_for(tool_name="terminal", pattern="make mine") == mine
+    teamless = Session.objects.create(owner=alice, title="teamless")
+    state = gate_state(session=teamless, turn=None)
+    assert state.always_rules == (("terminal", "make personal"),)
+    assert state.rule_id_for(tool_name="terminal", pattern="make personal") == personal

@@ -178,3 +178,42 @@ def test_a_row_written_between_turns_is_read_even_with_the_copy_kept(alice, simu
                     "a note added in between\n\nquestion two"] or \
         sent == ["question one", "Answer to <question one>.", "a note added in between",
                  "question two"]
+
+
+def test_a_call_left_open_between_turns_is_counted_by_the_kept_tally(alice, simulator,
+                                                                    monkeypatch):
+    """The kept copy's call tally is extended by the rows appended since, not recounted:
+    an assistant call stored between two turns (by hand, as a dead worker leaves one: its
+    tool.called announced, no result) is unanswered in the next turn's tally, so the wire
+    repair looks it up and tells the model it was interrupted, never "not executed"."""
+    from agents.context.history import INTERRUPTED, CallTally
+    from sessions.events import event_append
+
+    simulator.state.script = Script(answer_policy)
+    worker = SessionCache()
+    session = session_create(user=alice)
+    serve(worker, session, alice, "question one", monkeypatch)
+    kept = worker.peek(session.pk)
+    assert kept.call_tally == CallTally.of(kept.history)
+    Message.objects.create(session=session, role="assistant", content="",
+                           tool_calls=[{"id": "toolu_left_open", "name": "terminal",
+                                        "arguments": "{\"command\": \"make\"}"}])
+    event_append(session_id=session.pk, type="tool.called", payload={
+        "turn_id": kept.turn_id, "tool_call": {"id": "toolu_left_open", "name": "terminal",
+                                               "arguments": "{\"command\": \"make\"}"}})
+    tails: list[list[str]] = []
+    extended = CallTally.extended
+
+    def spy(self, messages):
+        tails.append([m.content for m in messages])
+        return extended(self, messages)
+
+    monkeypatch.setattr(CallTally, "extended", spy)
+    serve(worker, session, alice, "question two", monkeypatch)
+    # The kept tally was extended by the rows after the copy: the open call, the question.
+    assert tails and tails[0] == ["", "question two"], tails
+    body = conversation_requests(simulator)[-1]
+    results = [b for m in body["messages"] if isinstance(m["content"], list)
+               for b in m["content"] if b.get("type") == "tool_result"]
+    assert [r["tool_use_id"] for r in results] == ["toolu_left_open"]
+    assert INTERRUPTED in str(results[0]["content"])
