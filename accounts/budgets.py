@@ -14,6 +14,16 @@ reservations are summed and the reservation inserted in that same transaction, s
 calls cannot both see the same headroom. The overshoot bound is in agents/spend_caps.py.
 A session has at most one provider call in flight (the lineage turn lease), so a session's
 reservations are settled by session.
+
+Teams: a session of a team is bound by that team's caps only. A session of NO team (a
+personal one, or one made before its owner joined a team) is bound by the caps of EVERY team
+its owner belongs to, the rule the approvals already follow for admin-only risk classes
+(accounts/teams.py ``team_rules``): otherwise a member of a capped team spends past the cap
+by starting a personal session. Its calls lock and reserve under those team budgets exactly
+as a team session's do (one SpendReservation per applying Budget row, taken under that row's
+lock), so a teamless turn and a team turn racing for the last headroom serialise on the same
+row, and its spend counts in the team's total (accounts/spend.py ``team_usage``, the one
+definition ``budget_spent`` and /spend/ share).
 """
 
 from __future__ import annotations
@@ -28,8 +38,9 @@ from django.db import transaction
 from django.db.models import Q, Sum
 from django.utils import timezone
 
-from accounts.models import Budget, SpendReservation
+from accounts.models import Budget, Membership, SpendReservation
 from accounts.pricing import rate_overrides_load
+from accounts.spend import team_usage
 from agents.errors import TransportError, TurnCancelled
 from agents.messages import ModelRequest
 from agents.pricing import rates_resolve
@@ -80,36 +91,50 @@ def session_descendants(session_id: int) -> list[int]:
 
 
 def budgets_for(session) -> list[Budget]:
-    """The budgets that apply to a call of ``session``: its owner's, its team's, its own, and
-    those of the sessions that delegated to it: a session's cap bounds what its child agents
-    spend too, or delegating would be a way around it."""
+    """The budgets that apply to a call of ``session``, in id order (the lock order): its
+    owner's, its team's, its own, and those of the sessions that delegated to it: a
+    session's cap bounds what its child agents spend too, or delegating would be a way
+    around it. A session of no team gets the budgets of every team its owner belongs to
+    now (the module's "Teams"; fail closed: a teamless session is never less bound than a
+    team one)."""
     scope = (Q(scope="user", user_id=session.owner_id)
              | Q(scope="session", session_id__in=session_ancestors(session)))
     if session.team_id:
         scope |= Q(scope="team", team_id=session.team_id)
+    else:
+        scope |= Q(scope="team", team_id__in=Membership.objects.filter(
+            user_id=session.owner_id).values("team_id"))
     return list(Budget.objects.filter(scope).select_related("team").order_by("id"))
 
 
-def budget_cap(budget: Budget, *, session_id: int | None = None) -> Cap:
+def budget_cap(budget: Budget, *, session_id: int | None = None,
+               team_name: str | None = None) -> Cap:
     """The pure Cap of a Budget row, labelled for the reason sentence (a session budget seen
-    from one of its child agents, ``session_id``, is the parent's)."""
+    from one of its child agents, ``session_id``, is the parent's; a team budget seen from
+    a session of no team names its team, ``team_name``: the session is not visibly in it,
+    and its owner may be in several capped teams)."""
     label = {"team": "team", "user": "your", "session": "this session's"}[budget.scope]
     if budget.scope == "session" and session_id not in (None, budget.session_id):
         label = "the delegating session's"
+    if budget.scope == "team" and team_name:
+        label = f"team {team_name}"
     return Cap(scope=budget.scope, period=budget.period, limit_usd=budget.limit_usd,
                label=label, key=budget.pk)
 
 
 def budget_spent(budget: Budget, *, now) -> Decimal:
     """USD of known-cost usage in the budget's scope and current period (a session's scope:
-    the session and its child agents, ``session_descendants``)."""
+    the session and its child agents, ``session_descendants``; a team's: ``team_usage``,
+    its sessions and its members' sessions of no team, the figure /spend/ shows)."""
     start = period_start(budget.period, now)
     rows = UsageRecord.objects.filter(created_at__gte=start,
                                       created_at__lt=period_end(budget.period, now))
     if budget.scope == "session":
         rows = rows.filter(session_id__in=session_descendants(budget.session_id))
+    elif budget.scope == "team":
+        rows = rows.filter(team_usage(budget.team_id))
     else:
-        rows = rows.filter(**{f"{budget.scope}_id": getattr(budget, f"{budget.scope}_id")})
+        rows = rows.filter(user_id=budget.user_id)
     return rows.aggregate(total=Sum("cost_usd"))["total"] or Decimal(0)
 
 
@@ -149,11 +174,15 @@ def _try_reserve(session, budgets: list[Budget], worst: Decimal | None):
     """One locked attempt: an Admission, or (reason, cap, spent_is_below_the_cap)."""
     now = timezone.now()
     admission = Admission(reserved_usd=worst)
+    # Team names from the unlocked list: locking the rows with their team joined would
+    # lock the Team rows too (SELECT ... FOR UPDATE covers every joined table).
+    names = {b.pk: b.team.name for b in budgets if b.team_id}
     with transaction.atomic():
         locked = list(Budget.objects.select_for_update().filter(
             pk__in=[b.pk for b in budgets]).order_by("id"))
         for budget in locked:
-            cap = budget_cap(budget, session_id=session.pk)
+            cap = budget_cap(budget, session_id=session.pk,
+                             team_name=None if session.team_id else names.get(budget.pk))
             spent = budget_spent(budget, now=now)
             reserved = budget_reserved(budget, now=now)
             decision = cap_decide(cap, spent=spent, reserved=reserved, now=now,

@@ -12,6 +12,7 @@ from django.utils import timezone
 from agents.pricing import BUCKETS, override_validate
 
 from agents.policy.command_rules import DEFAULT_ADMIN_ONLY_CLASSES
+from sessions.visible import VisibleCharField
 
 
 def default_admin_only_risk_classes() -> list[str]:
@@ -23,7 +24,8 @@ def default_admin_only_risk_classes() -> list[str]:
 class Team(models.Model):
     """A group of users; its admins review approvals raised by its members."""
 
-    name = models.CharField(max_length=100, unique=True)
+    # Hidden and control characters stored as visible escapes (sessions/visible.py).
+    name = VisibleCharField(max_length=100, unique=True)
     # Risk classes (agents/policy/__init__.py Decision.risk_class) that only a team admin may approve,
     # so a member cannot approve their own request for them.
     # Team admins edit it on the team settings page (accounts.views.team_settings_view).

@@ -7,6 +7,11 @@ admin their team's and its members'; staff every team (``spend_teams``).
 
 Each aggregate is one grouped query over the (user|team, created_at) indexes, so /spend/
 stays fast over a million rows (benchmarks/bench_spend.py).
+
+What a team spent (``team_usage``) is the ONE definition the team's cap (accounts/budgets.py
+``budget_spent``) and every team figure on /spend/ (periods, chart, by session and model,
+the members table and CSV) share: the usage of the team's sessions, plus the usage of the
+sessions of no team owned by its current members (see ``team_usage``).
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
 from decimal import Decimal
 
-from django.db.models import Count, F, Q, QuerySet, Sum
+from django.db.models import Count, F, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import TruncDate
 
 from accounts.models import Membership, Team
@@ -77,11 +82,30 @@ def spend_teams(*, user) -> QuerySet[Team]:
                                memberships__role=Membership.Role.ADMIN).order_by("name")
 
 
+def team_usage(team_id: int) -> Q:
+    """The UsageRecord rows that count toward team ``team_id``'s spend: those of its sessions
+    (``team_id`` set to it), and those of sessions of NO team whose owner (the record's
+    ``user``) is a member of the team now.
+
+    Why: a teamless session is bound by the caps of every team its owner belongs to, as it is
+    by their admin-only risk classes (accounts/teams.py ``team_rules``), or a capped member
+    could spend without limit by starting a personal session (or one made before joining).
+    So its spend counts toward each of those teams, and a team's displayed total is the
+    figure its cap was checked against. A session that has a team counts toward that team
+    only. Membership is read as it is now, like the approval rule: a member who joins brings
+    the period's teamless spend with them (the cap binds at once: fail closed), one who is
+    removed takes it away. Rows of a session of no team whose owner was deleted (``user``
+    NULL) count toward no team."""
+    members = Membership.objects.filter(team_id=team_id).values("user_id")
+    return Q(team_id=team_id) | Q(team_id__isnull=True, user_id__in=Subquery(members))
+
+
 def usage_scope(*, user=None, team: Team | None = None, member=None) -> QuerySet[UsageRecord]:
-    """Usage rows of one user, of one team, or of one member within one team."""
+    """Usage rows of one user, of one team (``team_usage``: its sessions and its members'
+    sessions of no team), or of one member within one team."""
     rows = UsageRecord.objects.all()
     if team is not None:
-        rows = rows.filter(team=team)
+        rows = rows.filter(team_usage(team.pk))
         if member is not None:
             rows = rows.filter(user=member)
         return rows

@@ -28,6 +28,7 @@ from accounts.membership import invitations_for
 from accounts.models import Membership
 from accounts.services import team_get_for_admin, team_policy_set
 
+from accounts.budgets import budget_spent
 from accounts.charts import chart_spend_by_day
 from accounts.forms import BudgetForm, SpendRangeForm
 from accounts.models import Budget
@@ -117,13 +118,23 @@ def _spend_context(request: HttpRequest, *, budget_form=None) -> dict:
     }
     if team is not None and member is None:
         context["members"] = spend_members(team, window, sort=context["sort"])
-        context["budgets"] = Budget.objects.filter(
+        context["budgets"] = _with_spent(Budget.objects.filter(
             Q(team=team) | Q(user__memberships__team=team, scope="user")).select_related(
-            "user").distinct().order_by("scope", "period")
+            "user", "team").distinct().order_by("scope", "period"), now=now)
         context["budget_form"] = budget_form or BudgetForm()
     else:
-        context["budgets"] = budgets_for_user(request.user)
+        context["budgets"] = _with_spent(budgets_for_user(request.user), now=now)
     return context
+
+
+def _with_spent(budgets, *, now) -> list[Budget]:
+    """``budgets`` each with ``spent``: the USD its cap is checked against this period
+    (accounts/budgets.py ``budget_spent``, the same sum, so the page and the refusal
+    agree; a team's includes its members' sessions of no team)."""
+    rows = list(budgets)
+    for budget in rows:
+        budget.spent = budget_spent(budget, now=now)
+    return rows
 
 
 def budgets_for_user(user):

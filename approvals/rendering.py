@@ -70,8 +70,11 @@ class ApprovalShown:
     leaf, see ShownArgument), ``total_chars`` (of all argument text), ``cut`` (some argument
     is not shown whole: the card links to ``full_url``), ``hidden`` (anything shown holds
     hidden characters: the card warns with ``warning``), and the other free texts a
-    reviewer reads (reason, workspace, session title, decision reason), each visible-safe
-    HTML."""
+    reviewer reads (reason, workspace, session title, decision reason, the tool's name, the
+    requester's and decider's usernames), each visible-safe HTML. Tool names are limited to
+    [A-Za-z0-9_-] (agents/tools/mcp.py) and usernames by Django's validator, and titles are
+    stored escaped (sessions/visible.py VisibleCharField); they go through visible_html
+    here too, so the card never depends on how a row was written."""
 
     headline: SafeString
     arguments: tuple[ShownArgument, ...]
@@ -83,6 +86,9 @@ class ApprovalShown:
     workspace: SafeString
     session_title: SafeString
     decision_reason: SafeString
+    tool_name: SafeString
+    requester: SafeString
+    decider: SafeString
     warning: str = HIDDEN_WARNING
 
     @property
@@ -142,14 +148,18 @@ def approval_shown(approval: ApprovalRequest, *, limit: int | None = CARD_ARGUME
             hidden=has_hidden(text) or has_hidden(name)))
     headline = approval_headline(approval)
     title = approval.session.title if approval.session_id else ""
-    texts = (headline, approval.reason, approval.workspace, title, approval.decision_reason)
+    texts = (headline, approval.reason, approval.workspace, title, approval.decision_reason,
+             approval.tool_name)
     return ApprovalShown(
         headline=visible_html(headline), arguments=tuple(arguments), total_chars=total,
         cut=any(a.cut for a in arguments),
         hidden=any(a.hidden for a in arguments) or any(has_hidden(t) for t in texts),
         full_url=reverse("approval_arguments", args=[approval.pk]),
         reason=visible_html(approval.reason), workspace=visible_html(approval.workspace),
-        session_title=visible_html(title), decision_reason=visible_html(approval.decision_reason))
+        session_title=visible_html(title), decision_reason=visible_html(approval.decision_reason),
+        tool_name=visible_html(approval.tool_name),
+        requester=visible_html(approval.requester.username if approval.requester_id else ""),
+        decider=visible_html(approval.decider.username if approval.decider_id else ""))
 
 
 def approval_card_context(approval: ApprovalRequest, user, *, error: str = "") -> dict:

@@ -11,6 +11,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from sessions.visible import VisibleCharField
+
 
 class Schedule(models.Model):
     """A prompt run unattended on a cron expression or an interval, into one existing
@@ -26,7 +28,7 @@ class Schedule(models.Model):
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
                               related_name="schedules")
-    name = models.CharField(max_length=100)
+    name = VisibleCharField(max_length=100)  # stored visible-safe (sessions/visible.py)
     prompt = models.TextField()
     kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.CRON)
     cron_expression = models.CharField(max_length=100, blank=True, default="")

@@ -11,6 +11,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from sessions.visible import VisibleCharField
+
 
 class Session(models.Model):
     """One persistent conversation owned by one user.
@@ -25,7 +27,8 @@ class Session(models.Model):
                               related_name="agent_sessions")
     team = models.ForeignKey("accounts.Team", null=True, blank=True, on_delete=models.SET_NULL,
                              related_name="sessions")
-    title = models.CharField(max_length=200, default="New session")
+    # Hidden and control characters stored as visible escapes (sessions/visible.py).
+    title = VisibleCharField(max_length=200, default="New session")
     archived = models.BooleanField(default=False)
     pinned = models.BooleanField(
         default=False, help_text="Shown first in the sidebar (the owner's choice).")

@@ -19,6 +19,7 @@ from sessions.events import event_append
 from sessions.hooks import TEAMS
 from sessions.models import Message, Session, Turn
 from sessions.steer import STEER, turn_running
+from sessions.visible import visible_line
 from sessions.waits import WAITING_STATUSES, turn_ended, turn_resume_on_commit, waits_cancel
 
 DEFAULT_TITLE = "New session"
@@ -81,6 +82,18 @@ def session_create(*, user, title: str = "", team=None, provider: str = "",
     return session
 
 
+TITLE_FROM_MESSAGE_CHARS = 60
+"""Length of the title a session takes from its first message."""
+
+
+def title_from_message(text: str) -> str:
+    """The title a first message gives its session: its words on one line, hidden and
+    control characters as visible escapes (sessions/visible.py: the same text the column
+    stores and the live ``session.updated`` event carries), at most
+    TITLE_FROM_MESSAGE_CHARS characters."""
+    return visible_line(" ".join(text.split()), TITLE_FROM_MESSAGE_CHARS)
+
+
 def session_rename(*, session: Session, title: str) -> Session:
     """Rename; raises ValidationError for an empty or over-long title."""
     title = (title or "").strip()
@@ -88,6 +101,9 @@ def session_rename(*, session: Session, title: str) -> Session:
         raise ValidationError("A title cannot be empty.")
     if len(title) > 200:
         raise ValidationError("A title can be at most 200 characters.")
+    # Escaped here as the column stores it (VisibleCharField), so the live update carries
+    # the same visible-safe text the pages show.
+    title = visible_line(title, Session._meta.get_field("title").max_length)
     with transaction.atomic():
         Session.objects.filter(pk=session.pk).update(title=title)
         event_append(session_id=session.pk, type="session.updated", payload={"title": title})
@@ -145,7 +161,7 @@ def turn_start(*, session: Session, user, text: str, origin: str = "") -> Turn:
                                    kind="" if origin else turn_kind(text))
         updates = {"last_activity_at": timezone.now()}
         if session.title == DEFAULT_TITLE and not turn.kind:
-            updates["title"] = " ".join(text.split())[:60]
+            updates["title"] = title_from_message(text)
         Session.objects.filter(pk=session.pk).update(**updates)
         event_append(session_id=session.pk, type="turn.queued",
                      payload={"turn_id": turn.pk, "text": text[:2000], "origin": origin})
@@ -175,7 +191,7 @@ def turn_steer(*, session: Session, user, text: str) -> Turn:
         running = turn_running(session=session)
         updates = {"last_activity_at": timezone.now()}
         if session.title == DEFAULT_TITLE:  # sent as the first message: it names the session
-            updates["title"] = " ".join(text.split())[:60]
+            updates["title"] = title_from_message(text)
         Session.objects.filter(pk=session.pk).update(**updates)
         event_append(session_id=session.pk, type="steer.queued",
                      payload={"turn_id": turn.pk, "text": text[:2000], "running": running})

@@ -37,6 +37,7 @@ from sessions.services import (message_edit, message_id_parse, provider_choices,
                                session_pin, session_rename, session_rewind, turn_regenerate,
                                turn_start, turn_steer, turn_stop)
 from sessions.steer import turn_running
+from sessions.visible import visible_text
 
 EVENT_PAGE = 500
 """Events per polling response (the client asks again with the new ``after``)."""
@@ -380,7 +381,9 @@ def session_rename_view(request: HttpRequest, session_id: int) -> HttpResponse:
     if request.htmx:
         return render(request, "sessions/list.html#session-row",
                       {"session": session, "rename_error": error,
-                       "rename_value": request.POST.get("title", "")}, status=400 if error else 200)
+                       # echoed visible-safe, as it would be stored (sessions/visible.py)
+                       "rename_value": visible_text(request.POST.get("title", ""))},
+                      status=400 if error else 200)
     if error:
         messages.error(request, error)
     return redirect("session_list")

@@ -20,12 +20,17 @@ callers escape a copy for the page; what runs is never changed here.
   ``<span class="ctl">`` so it stands apart from the same characters typed literally.
 - ``has_hidden(text) -> bool``: does ``text`` hold any such character (the card's warning,
   "contains hidden control characters").
+- ``visible_line(text, max_length)``: ``visible_text`` cut to a column's length, and
+  ``VisibleCharField``, the model field that stores short display text (session titles,
+  team, schedule and webhook names) through it: the one exception to "display only", for
+  text that is nothing but display (see the field's docstring for why at save time).
 """
 
 from __future__ import annotations
 
 import re
 
+from django.db import models
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
@@ -78,3 +83,64 @@ def visible_html(text: str) -> SafeString:
         end = match.end()
     out.append(escape((text or "")[end:]))
     return mark_safe("".join(out))
+
+
+def visible_line(text: str, max_length: int | None = None) -> str:
+    """``visible_text(text)`` cut to at most ``max_length`` characters, never inside an
+    escape (a ``⟨U+202E⟩`` is kept whole or dropped whole), for a column of that length."""
+    shown = visible_text(text)
+    if max_length is None or len(shown) <= max_length:
+        return shown
+    cut = shown[:max_length]
+    opened = cut.rfind("⟨")
+    if opened > cut.rfind("⟩") and _ESCAPE.match(shown, opened):  # an escape cut in two
+        cut = cut[:opened]
+    return cut
+
+
+_ESCAPE = re.compile(r"⟨(?:[A-Z]{2,3}|U\+[0-9A-F]{4,6})⟩")
+
+
+class VisibleCharField(models.CharField):
+    """A CharField for short text that people or the model choose and other people read
+    (a session's title, a team's name, a schedule's or webhook's name): its value is stored
+    through ``visible_line``, so every hidden or control character is stored as its visible
+    escape (``⟨U+202E⟩``) and the value fits ``max_length``.
+
+    Why at save time, not at display: such text is shown in many places (pages, the admin,
+    the live-update payloads static/chat.js draws, search results read with raw SQL, the
+    browser tab's title, notifications, CSV file names), and one that forgot the display
+    helper would let a U+202E reverse what a reviewer reads. Neutralised where it is
+    stored, no display can forget it. The text is display-only (never sent to a model,
+    never run), so nothing depends on the raw characters. Every ORM write goes through it:
+    ``save``/``create``/``bulk_create`` (``pre_save``, which also updates the instance) and
+    ``QuerySet.update`` (``get_prep_value``). Rows written before it were escaped by a data
+    migration."""
+
+    def pre_save(self, model_instance, add):
+        value = getattr(model_instance, self.attname)
+        if isinstance(value, str):
+            value = visible_line(value, self.max_length)
+            setattr(model_instance, self.attname, value)
+        return value
+
+    def get_prep_value(self, value):
+        value = super().get_prep_value(value)
+        return visible_line(value, self.max_length) if isinstance(value, str) else value
+
+
+def visible_rows_migration(app_label: str, model_name: str, field_name: str):
+    """A RunPython function that stores the existing values of a ``VisibleCharField``
+    (``app_label.model_name.field_name``) through ``visible_line``: rows written before the
+    field neutralised them. Reads in chunks; writes only the rows that change."""
+
+    def migrate(apps, schema_editor):
+        model = apps.get_model(app_label, model_name)
+        length = model._meta.get_field(field_name).max_length
+        changed = {pk: visible_line(value, length) for pk, value in
+                   model.objects.values_list("pk", field_name).iterator(chunk_size=2000)
+                   if value and has_hidden(value)}
+        for pk, value in changed.items():
+            model.objects.filter(pk=pk).update(**{field_name: value})
+
+    return migrate

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from django.db import models
 
+from sessions.visible import VisibleCharField
+
 
 class Webhook(models.Model):
     """A per-session inbound URL ``/hooks/<token>/``; each accepted delivery becomes a turn
@@ -15,7 +17,7 @@ class Webhook(models.Model):
 
     session = models.ForeignKey("agent_sessions.Session", on_delete=models.CASCADE,
                                 related_name="webhooks")
-    name = models.CharField(max_length=100)
+    name = VisibleCharField(max_length=100)  # stored visible-safe (sessions/visible.py)
     instructions = models.TextField(blank=True, default="",
                                     help_text="What the agent should do with each delivery.")
     token = models.CharField(max_length=64, unique=True, help_text="The URL's path segment.")
