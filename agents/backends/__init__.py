@@ -1,7 +1,8 @@
 """Where a terminal command runs: the Backend seam and its result value.
 
-A backend turns a command string into a ``CommandResult``. It owns process lifetime (timeouts,
-killing the whole process group) and the environment the command sees (never the web
+A backend turns a command string into a ``CommandResult``. It owns process lifetime
+(timeouts; killing every process the command started, detached or not:
+agents/backends/reaper.py) and the environment the command sees (never the web
 process's secrets). It does not decide whether a command may run (that is agents/policy/__init__.py),
 nor cap output for the model (that is the terminal tool and agents/tools/spill.py).
 
@@ -22,9 +23,9 @@ class CommandResult:
 
     ``exit_code``: the shell's exit status; negative N means killed by signal N (a timeout
     reports the kill). ``output``: stdout and stderr interleaved as written, decoded as UTF-8
-    with replacement characters. ``timed_out``: the timeout expired and the process group was
-    killed. ``interrupted``: the caller's ``should_stop`` turned true (the user pressed stop)
-    and the process group was killed.
+    with replacement characters. ``timed_out``: the timeout expired and the command and all
+    its descendants were killed. ``interrupted``: the caller's ``should_stop`` turned true
+    (the user pressed stop) and the command and all its descendants were killed.
     """
 
     exit_code: int
@@ -50,11 +51,13 @@ class Backend(Protocol):
         """Run ``command`` with ``bash -c`` in ``cwd``; ``timeout`` in seconds.
 
         ``env`` entries are added to the backend's minimal environment. ``should_stop`` is
-        polled while the command runs; when it turns true the process group is killed and
-        the result says ``interrupted`` (a stop button must stop the command, not only the
+        polled while the command runs; when it turns true the command and its
+        descendants are killed and the result says ``interrupted`` (a stop button must
+        stop the command, not only the
         turn after it). Never raises for a
         failing or timed-out command (that is a result); raises OSError only when the
-        process cannot be started at all.
+        process cannot be started at all. When it returns, no process the command
+        started is left running.
         """
         ...
 

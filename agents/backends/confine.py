@@ -2,7 +2,9 @@
 
 A command on the local backend runs as the worker's own user, so without an OS boundary it
 can read the app's database and secret key, write the app's code, read other workspaces.
-Where the kernel offers Landlock, each command is confined in the child before exec:
+Where the kernel offers Landlock, each command is confined in the child before exec (by the
+supervisor, agents/backends/reaper.py, which applies the rulesets built here to the command
+and not to itself):
 
 - writes (and creating, removing, renaming): the session workspace and a private tmp only,
   plus writing /dev/null;
@@ -45,7 +47,6 @@ import stat
 from collections.abc import Callable, Iterable
 
 from landlock import FSAccess, Ruleset, landlock_abi_version
-from landlock.plumbing import get_prctl, get_restrict_self
 
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt",
                "/proc", "/dev")
@@ -208,8 +209,9 @@ def _read_plan(protected: tuple[str, ...]) -> tuple[tuple[str, bool], ...]:
 
 
 class LandlockRules:
-    """A Landlock ruleset built in the parent and applied in the child (``apply`` is the
-    Popen ``preexec_fn``: two syscalls, nothing allocated, nothing imported).
+    """A Landlock ruleset built in the worker and applied in the command's process before
+    exec: ``restrict_fds`` are handed to the supervisor (agents/backends/reaper.py), which
+    sets no_new_privs and calls landlock_restrict_self with each, in order, in its child.
 
     ``workspace`` and ``tmp``: full access. ``protected``: paths never readable even when
     under a system directory (data dir, app code, workspaces root, HERMES home). Raises
@@ -224,8 +226,6 @@ class LandlockRules:
         read_dir = FSAccess.READ_DIR | FSAccess.READ_FILE | FSAccess.EXECUTE
         read_file = FSAccess.READ_FILE | FSAccess.EXECUTE
         self._ruleset = Ruleset(restrict_rules=FSAccess.all())  # handled: device nodes too
-        # Resolve the library's syscall wrappers now: the child must not dlopen or import.
-        self._prctl, self._restrict = get_prctl(), get_restrict_self()
         for path, is_dir in _read_plan(tuple(protected)):
             try:
                 self._allow(path, read_dir if is_dir else read_file)
@@ -245,18 +245,14 @@ class LandlockRules:
         ctypes.set_errno(0)
         self._ruleset.allow(path, rules=rights)
 
-    def apply(self) -> None:
-        """Confine the calling process (the forked child, before exec): no new privileges,
-        then landlock_restrict_self. Raises OSError (Popen reports it) on failure."""
-        ctypes.set_errno(0)
-        self._prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS: required by restrict_self
-        ctypes.set_errno(0)
-        self._restrict(self._ruleset._fd, 0)
-        if self._net_fd is not None:
-            _syscall(_SYS_RESTRICT_SELF, ctypes.c_int(self._net_fd), ctypes.c_uint32(0))
+    @property
+    def restrict_fds(self) -> tuple[int, ...]:
+        """The ruleset fds to restrict the command with, in order: the filesystem layer,
+        then (ABI >= 4) the network and scope layer. Valid until ``close()``."""
+        return (self._ruleset._fd, *(() if self._net_fd is None else (self._net_fd,)))
 
     def close(self) -> None:
-        """Close the ruleset fds (after the child has started)."""
+        """Close the ruleset fds (after the command has started)."""
         for fd in (self._ruleset._fd, self._net_fd):
             if fd is not None:
                 try:

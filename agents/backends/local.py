@@ -3,11 +3,13 @@
 It exists for development and single-host installs. Where the kernel offers Landlock, each
 command may write only its workspace and a private tmp and read only the system directories
 and its workspace (agents/backends/confine.py); elsewhere only the policy stands between a
-command and the host (``confinement`` says which). It also guarantees three things: the
-command starts in its own process group and the whole group is killed on timeout (and when
-the shell exits, so background jobs cannot outlive the tool call); the environment is a
-minimal fixed one (the web process's API keys and database URL never reach the command);
-output memory is bounded. Policy (what may run) lives in agents/policy/__init__.py, not here.
+command and the host (``confinement`` says which). It also guarantees three things: no
+process the command starts outlives the call, however it detaches (setsid, a double fork,
+nohup, disown, daemon(3)), whether the shell exits, times out or is stopped: the command
+runs under a subreaper supervisor (agents/backends/reaper.py) that kills every descendant
+before it returns; the environment is a minimal fixed one (the web process's API keys and
+database URL never reach the command); output memory is bounded. Policy (what may run)
+lives in agents/policy/__init__.py, not here.
 
 ``run_process`` is the reusable core: the sandbox backend passes it a bubblewrap argv.
 """
@@ -18,13 +20,14 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Callable, Literal
 
-from agents.backends import CommandResult
+from agents.backends import CommandResult, reaper
 from agents.backends.confine import LandlockRules, landlock_abi
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -37,8 +40,9 @@ OUTPUT_TAIL_BYTES = 1_000_000
 this only stops ``yes`` from filling the worker's memory."""
 
 DRAIN_GRACE_SECONDS = 2.0
-"""How long to wait for the output pipe to reach EOF after the group was killed. A process
-that escaped the group (setsid) can hold the pipe open forever; it is then abandoned."""
+"""How long to wait for the output pipe to reach EOF after the supervisor exited. Its
+descendants are dead by then; only a process it could not kill (see
+agents/backends/reaper.py, KILL_DEADLINE_SECONDS) can still hold the pipe: it is abandoned."""
 
 
 def minimal_env(home: Path, extra: dict[str, str] | None = None,
@@ -109,34 +113,91 @@ def _kill_group(pgid: int) -> None:
 STOP_POLL_SECONDS = 0.25
 """How often ``should_stop`` is asked while a command runs."""
 
+REAP_GRACE_SECONDS = 15.0
+"""How long a stopped supervisor may take to kill the command's processes before the worker
+kills it outright (longer than its own give-up deadline, agents/backends/reaper.py)."""
+
+
+def supervisor_argv(argv: list[str], *, env: dict[str, str], status_fd: int,
+                    landlock_fds: tuple[int, ...] = ()) -> list[str]:
+    """The argv that runs ``argv`` under the supervisor (agents/backends/reaper.py) with
+    ``env`` as the command's environment. The supervisor is this interpreter in isolated
+    mode without site (``-I -S``): stdlib only, no PYTHON* variable or .pth file honoured.
+    Raises OSError when the worker has no interpreter path to start it with."""
+    if not sys.executable:
+        raise OSError("no Python interpreter path to start the command supervisor with")
+    out = [sys.executable, "-I", "-S", reaper.__file__, "--status-fd", str(status_fd),
+           "--parent", str(os.getpid())]
+    for fd in landlock_fds:
+        out += ["--landlock-fd", str(fd)]
+    for key, value in env.items():
+        out += ["--env", f"{key}={value}"]
+    return [*out, "--", *argv]
+
+
+def _read_all(fd: int) -> bytes:
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read()
+
+
+def _stop(proc: subprocess.Popen) -> int:
+    """Ask the supervisor to kill the command and every descendant (SIGTERM; SIGCONT in case
+    an unconfined command stopped it), then wait; kill it outright past the grace."""
+    for signum in (signal.SIGTERM, signal.SIGCONT):
+        try:
+            proc.send_signal(signum)
+        except ProcessLookupError:
+            pass
+    try:
+        return proc.wait(timeout=REAP_GRACE_SECONDS)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc.pid)
+        return proc.wait()
+
 
 def run_process(argv: list[str], *, cwd: Path, timeout: float, env: dict[str, str],
                 should_stop: Callable[[], bool] | None = None,
-                preexec_fn: Callable[[], None] | None = None,
-                pass_fds: tuple[int, ...] = ()) -> CommandResult:
-    """Run ``argv`` in a new session (own process group) with stdin closed.
+                landlock_fds: tuple[int, ...] = ()) -> CommandResult:
+    """Run ``argv`` under the supervisor (agents/backends/reaper.py), in a new session with
+    stdin closed, and return when it and every process it started are gone.
 
-    ``timeout`` in seconds. On expiry the whole group gets SIGKILL and ``timed_out`` is set;
-    when ``should_stop()`` turns true (polled every 0.25 s) likewise with ``interrupted``.
-    After the leader exits, the group is killed too, so no job outlives the call. stdout and
-    stderr share one pipe, so the output is interleaved as written. Raises OSError only if
-    the process cannot be started. ``preexec_fn`` runs in the child before exec (the
-    Landlock restriction); ``pass_fds`` stay open in the child (the sandbox's workspace fd).
+    The supervisor is a child subreaper: whatever a process of the command does to detach
+    (setsid, double fork, nohup, disown, daemon(3)), it stays a descendant of the
+    supervisor, which SIGKILLs every descendant when the shell exits and exits with the
+    shell's status. ``timeout`` in seconds: on expiry the supervisor is told to kill
+    everything (SIGTERM to it) and ``timed_out`` is set (exit code -9, as the shell is
+    SIGKILLed); when ``should_stop()`` turns true (polled every 0.25 s) likewise with
+    ``interrupted``. stdout and stderr share one pipe, so the output is interleaved as
+    written. ``landlock_fds``: rulesets (agents/backends/confine.py) applied to the command
+    in the supervisor's child before exec, never to the supervisor. Raises OSError only if
+    the command cannot be started (including a ruleset that cannot be applied: it never
+    runs unconfined).
     """
     read_fd, write_fd = os.pipe()
+    status_r, status_w = os.pipe()
     try:
-        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                                stdout=write_fd, stderr=write_fd, start_new_session=True,
-                                close_fds=True, preexec_fn=preexec_fn, pass_fds=pass_fds)
+        proc = subprocess.Popen(
+            supervisor_argv(argv, env=env, status_fd=status_w, landlock_fds=landlock_fds),
+            cwd=cwd, env={}, stdin=subprocess.DEVNULL, stdout=write_fd, stderr=write_fd,
+            start_new_session=True, close_fds=True, pass_fds=(status_w, *landlock_fds))
     except BaseException:
-        os.close(read_fd)
-        os.close(write_fd)
+        for fd in (read_fd, write_fd, status_r, status_w):
+            os.close(fd)
         raise
     os.close(write_fd)
+    os.close(status_w)
     capture = _BoundedCapture(read_fd)
     timed_out = interrupted = False
     deadline = time.monotonic() + max(timeout, 0.001)
     try:
+        # EOF once the command was exec'd (or the supervisor is gone): milliseconds.
+        failure = _read_all(status_r)
+        if failure:
+            proc.wait()
+            capture.thread.join(DRAIN_GRACE_SECONDS)
+            code, _, message = failure.decode(errors="replace").partition(":")
+            raise OSError(int(code) if code.isdigit() else 0,
+                          f"cannot start {argv[0]!r}: {message}")
         while True:
             left = deadline - time.monotonic()
             try:
@@ -149,14 +210,11 @@ def run_process(argv: list[str], *, cwd: Path, timeout: float, env: dict[str, st
                     interrupted = True
                 else:
                     continue
-                _kill_group(proc.pid)
-                exit_code = proc.wait()
+                exit_code = _stop(proc)
                 break
     finally:
         if proc.returncode is None:
-            _kill_group(proc.pid)
-            proc.wait()
-    _kill_group(proc.pid)
+            _stop(proc)  # the worker thread was cancelled: the command must not outlive it
     capture.thread.join(DRAIN_GRACE_SECONDS)
     return CommandResult(exit_code=exit_code, output=capture.text(), timed_out=timed_out,
                          interrupted=interrupted)
@@ -219,7 +277,7 @@ class LocalBackend:
             try:
                 return run_process(["bash", "-c", command], cwd=cwd, timeout=timeout,
                                    env=command_env, should_stop=should_stop,
-                                   preexec_fn=rules.apply)
+                                   landlock_fds=rules.restrict_fds)
             finally:
                 rules.close()
         finally:

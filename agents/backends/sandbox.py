@@ -13,7 +13,9 @@ other people's data (``hide``: other workspaces, /root, /home, the app's config)
 covered by empty tmpfs mounts when they lie under a mounted tree.
 
 The policy treats this backend as isolated (agents/policy/__init__.py: only the deny list applies).
-Process lifetime and output capture are agents/backends/local.py's ``run_process``.
+Process lifetime and output capture are agents/backends/local.py's ``run_process`` (the
+subreaper supervisor); the PID namespace alone already ends every process of the command
+when it exits (its init dies), measured in tests/security/test_command_lifetime.py.
 """
 
 from __future__ import annotations
@@ -178,8 +180,8 @@ class SandboxBackend:
             env: dict[str, str] | None = None,
             should_stop: Callable[[], bool] | None = None) -> CommandResult:
         """See agents.backends.Backend.run. ``timeout`` in seconds; on expiry the whole
-        tree dies (bubblewrap is the group leader and PID 1's parent: killing it tears down
-        the pid namespace)."""
+        tree dies (the supervisor kills bubblewrap, PID 1's parent: that tears down the pid
+        namespace, and the supervisor kills whatever else it adopted)."""
         root = os.path.realpath(self.workspace)
         real_cwd = os.path.realpath(cwd)
         if os.path.commonpath([root, real_cwd]) != root:
