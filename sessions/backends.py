@@ -65,6 +65,13 @@ def backend_for(workspace: Path) -> Backend:
                         confine=settings.HERMES.get("LOCAL_CONFINEMENT", "auto"))
 
 
+def local_confined() -> bool:
+    """True when a command on the local backend is confined by Landlock: confinement is not
+    switched off (HERMES_LOCAL_CONFINEMENT=none) and the kernel offers it. The policy's
+    ``PolicyContext.host_confined``; the Settings page's "local + Landlock"."""
+    return settings.HERMES.get("LOCAL_CONFINEMENT", "auto") != "none" and landlock_abi() > 0
+
+
 def confinement() -> dict[str, str]:
     """What stands between a command and the host, for the Settings page: ``kind``
     ("sandbox", "landlock", "policy" or "unavailable"), a short ``label`` and a ``detail``
@@ -78,10 +85,8 @@ def confinement() -> dict[str, str]:
                 "detail": "each command runs in bubblewrap as an unprivileged user: only its "
                           "workspace is writable, system directories are read-only, nothing "
                           "else of the host is visible, no network"}
-    choice = settings.HERMES.get("LOCAL_CONFINEMENT", "auto")
-    abi = landlock_abi()
-    if choice != "none" and abi > 0:
-        return {"kind": "landlock", "label": f"local + Landlock (ABI {abi})",
+    if local_confined():
+        return {"kind": "landlock", "label": f"local + Landlock (ABI {landlock_abi()})",
                 "detail": "commands run on the server host confined by Landlock: writes only "
                           "to the session workspace and a private tmp, reads only system "
                           "directories and the workspace (not the app's data, code or other "

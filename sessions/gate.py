@@ -17,7 +17,7 @@ from agents.policy import Decision, PolicyContext, bypass_frozen, decide
 from agents.policy.context import GateState
 from agents.tools.clarify import clarify_gate
 from agents.tools.registry import ToolRegistry
-from sessions.backends import backend_kind
+from sessions.backends import backend_kind, local_confined
 from sessions import mcp
 from sessions.hooks import APPROVALS, TEAMS
 from sessions.models import Session, Turn
@@ -55,6 +55,7 @@ def policy_context_for(*, user, session: Session | None, state: GateState | None
         workspace=str(workspace or (Path(settings.HERMES["WORKSPACE_ROOT"]) /
                                     (str(session.pk) if session is not None else "cli"))),
         backend_isolated=isolated, backend_has_host_paths=False,
+        host_confined=not isolated and local_confined(),
         deny_rules=tuple(state.deny_rules) if state is not None else team_deny,
         approved_call_ids=({i: "approved" for i in state.approved_call_ids}
                            if state is not None else {}),

@@ -32,6 +32,11 @@ class SimpleCommand:
     assigns: tuple[str, ...] = ()
     """``NAME=value`` words placed before the command (``X=/path sh -c 'cat $X'``): not
     argv, but the program sees them, so the path checks read their values too."""
+    computed: tuple[str, ...] = ()
+    """The words (after the program name), redirect targets and ``NAME=value`` assignments
+    whose value the shell computes when the command runs: a parameter not set earlier in
+    the line or a command substitution, kept as written (``$HOME`` and ``~`` are not
+    computed; a single-quoted ``$1`` is text). agents/policy/path_words.py ``unseen_path``."""
 
     @property
     def argv(self) -> tuple[str, ...]:

@@ -196,12 +196,15 @@ class _Walker(HookWalker):
         words: list[Word] = []
         assigns: list[tuple[str, Word]] = []
         redirects: list[tuple[str, str]] = []
+        computed: list[str] = []  # redirect targets and assignments the shell computes
         heredoc: str | None = None
         for part in node.parts:
             if part.kind == "assignment":
                 name, _, _ = part.word.partition("=")
                 value = self.word(part, depth)
                 assigns.append((name, Word(value.text.partition("=")[2], value.dyn)))
+                if value.dyn == 2:
+                    computed.append(f"{name}={assigns[-1][1].text}")
             elif part.kind == "word":
                 w = self.word(part, depth)
                 if w.dyn == 1 and not w.quoted:
@@ -215,7 +218,10 @@ class _Walker(HookWalker):
                 elif op == "<<<":
                     heredoc = self.word(part.output, depth).text + "\n"
                 elif not isinstance(part.output, int):
-                    redirects.append((op, self.word(part.output, depth).text))
+                    target = self.word(part.output, depth)
+                    redirects.append((op, target.text))
+                    if target.dyn == 2:
+                        computed.append(target.text)
         for name, value in assigns:
             self.env_hook(name, value, depth)
         if not words:
@@ -225,17 +231,19 @@ class _Walker(HookWalker):
             if redirects:
                 # A command that is only a redirect (``> /dev/sda``) still writes: register
                 # it as ``:`` so the floor and the path checks see its target (finding 3).
-                return self.argv([Word(":")], depth, "", None, tuple(redirects))
+                return self.argv([Word(":")], depth, "", None, tuple(redirects),
+                                 computed=tuple(computed))
             return ""
         mode = "pipe" if piped else "heredoc" if heredoc is not None else (
             "file" if any(op == "<" for op, _ in redirects) else "")
         data = stdin if piped else heredoc
         return self.argv(words, depth, mode, data, tuple(redirects),
-                         assigns=tuple(f"{n}={v.text}" for n, v in assigns))
+                         assigns=tuple(f"{n}={v.text}" for n, v in assigns),
+                         computed=tuple(computed))
 
     def argv(self, words: list[Word], depth: int, mode: str, data: str | None,
-             redirects: tuple[tuple[str, str], ...], assigns: tuple[str, ...] = ()
-             ) -> str | None:
+             redirects: tuple[tuple[str, str], ...], assigns: tuple[str, ...] = (),
+             computed: tuple[str, ...] = ()) -> str | None:
         """Register one simple command (wrappers peeled into layers) and follow what it
         runs: shell payloads, scripts, eval, find -exec, awk system(), editor ``!``, tar
         checkpoint actions, git aliases, at, ssh, env-var hooks, unknown wrappers."""
@@ -283,7 +291,8 @@ class _Walker(HookWalker):
         inner = [w for w in (current or [])]
         cmd = SimpleCommand(layers=tuple(layers), redirects=redirects, stdin=mode,
                             stdin_text=data, cwd=self.cwd, assigns=assigns,
-                            options=git_globals(tuple(w.text for w in words)))
+                            options=git_globals(tuple(w.text for w in words)),
+                            computed=(*(w.text for w in words[1:] if w.dyn == 2), *computed))
         self.commands.append(cmd)
         name = cmd.name
         if xargs_blind and name in WRITE_PROGRAMS:

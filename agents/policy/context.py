@@ -42,7 +42,11 @@ class PolicyContext:
     contextvar (agents/identity.py) and, if that is unset too, means deny (fail closed).
     ``workspace``: the session workspace (absolute); None denies file and command tools.
     ``backend_isolated``: commands run in a sandbox; ``backend_has_host_paths``: that
-    sandbox can write host paths, so it is not treated as isolated.
+    sandbox can write host paths, so it is not treated as isolated. ``host_confined``: on
+    the local backend, the kernel confines each command (Landlock), so what the policy
+    cannot see before a command runs (a computed path) is the confinement's to stop;
+    False (the default: fail closed) makes such a path ask (agents/policy/path_words.py
+    ``unseen_path``).
     ``deny_rules``: the user's and team's patterns (``sudo *``, ``git push --force``),
     matched against every wrapper layer of every normalised simple command.
     ``always_rules`` / ``session_rules``: approved patterns, same matching.
@@ -67,6 +71,7 @@ class PolicyContext:
     workspace: str | None
     backend_isolated: bool = False
     backend_has_host_paths: bool = False
+    host_confined: bool = False
     deny_rules: tuple[str, ...] = ()
     always_rules: tuple[str, ...] = ()
     session_rules: tuple[str, ...] = ()

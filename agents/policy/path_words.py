@@ -1,6 +1,7 @@
 """Where a command's words name paths: the path-like pieces inside any word (quoted code,
 ``key=value`` and ``--opt=value`` values, escapes decoded, string concatenation undone),
-option arguments that are paths, and what a glob could reach. Used by
+option arguments that are paths, what a glob could reach, which words the shell computes,
+and the host paths a read of asks (HOST_SECRETS, PROC_PRIVATE). Used by
 agents/policy/paths.py, which resolves and judges what these find. Pure text work: no file
 is opened here.
 """
@@ -12,6 +13,21 @@ from fnmatch import fnmatchcase
 
 from agents.policy.command_forms import decode_ansi_c
 from agents.policy.command_model import SimpleCommand
+
+QUIET_DEVICES = re.compile(r"^/dev/(null|zero|full|stdout|stderr|stdin|tty|fd/\d+|"
+                           r"pts/\d+)$|^/proc/self/fd/\d+$")
+"""Devices a command may write without it counting as a write outside the workspace."""
+PROC_PRIVATE = re.compile(r"^/proc/[^/]+/(task/[^/]+/)?(environ|mem|root|cwd|map_files|auxv)"
+                           r"(/|$)")
+"""Another process's environment, memory or view of the filesystem: also through each of
+its threads (``/proc/<pid>/task/<tid>/environ`` is the same file)."""
+HOST_SECRETS = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-",
+                "/etc/sudoers", "/etc/sudoers.d", "/etc/ssh", "/root", "/var/lib/postgresql",
+                "/etc/security/opasswd", "/run/postgresql", "/var/run/postgresql", "/run/mysqld",
+                "/var/run/mysqld", "/run/redis", "/var/run/redis")
+"""Host files a command reading asks about on a host backend (issue 8 finding 9 is the
+sandbox's half), and the servers' socket directories (a connect() there is out of Landlock's
+reach)."""
 
 _PATH_LIKE = re.compile(r"(?<![\w.~/$%@+-])(?:~(?=/|$)|\.{1,2}(?=/|$)|/)"
                         r"[^\s'\"`;|&<>(){},:=!^$\\]*")
@@ -110,3 +126,38 @@ def glob_literal_prefix(pattern: str) -> str:
             break
         out.append(c)
     return "/" + "/".join(out)
+
+
+COMPUTED = re.compile(r"[$`]")
+"""A word the shell computes when the command runs (a variable, a command substitution)."""
+_KNOWN_PREFIX = re.compile(r"^(\$HOME|\$\{HOME\}|\$PWD|\$\{PWD\})(?=/|$)")
+"""``$HOME`` (the workspace: resolve_path reads it as ``~``) and ``$PWD`` (the tracked
+working directory) at the start of a word: known before the command runs."""
+OUTPUT_ONLY = frozenset({"echo", "printf", "test", "[", "[[", "expr", "true", "false",
+                         "sleep", "seq", "exit", "return", "shift", "let", "local",
+                         "declare", "export", "set", "unset", "read"})
+"""Commands whose operands are never file names: a computed operand there opens nothing
+(their redirects still count)."""
+
+
+def unseen_path(cmd: SimpleCommand, *, cwd_known: bool) -> str | None:
+    """Why the files ``cmd`` touches cannot be known before it runs, or None when they can.
+
+    For a host with no OS confinement (the local backend with Landlock off or missing),
+    where the policy is the only guard: a word the shell computes (``"$(dirname
+    $PWD)/../db"``, ``$F/x``, ```pwd`/..``; a bare ``$F`` as an operand or a redirect)
+    can point anywhere, the app's database and other users' workspaces included (a second
+    user read the database this way). So can a relative operand after a ``cd`` to a
+    computed directory (``cwd_known`` False). ``$HOME`` and ``$PWD`` at a word's start are
+    known. Operands of OUTPUT_ONLY commands are not paths."""
+    operands = [] if cmd.name in OUTPUT_ONLY else [w for layer in cmd.layers for w in layer[1:]]
+    kept = {*cmd.assigns, *(t for _, t in cmd.redirects)}  # never an output-only operand
+    for word in cmd.computed:
+        if cmd.name in OUTPUT_ONLY and word not in kept:
+            continue
+        rest = _KNOWN_PREFIX.sub("", word) if cwd_known else word
+        if COMPUTED.search(rest):
+            return f"names a path computed when it runs ({word})"
+    if not cwd_known and any(not w.startswith(("/", "~", "-")) for w in operands):
+        return "names files relative to a directory computed when it runs"
+    return None

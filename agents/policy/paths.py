@@ -34,8 +34,10 @@ from typing import TYPE_CHECKING
 from agents.policy.command_risk import expand_braces, home_config_file
 from agents.policy.write_targets import write_targets
 from agents.policy.command_scripts import read_workspace_file
-from agents.policy.path_words import (GLOB, glob_ancestor, glob_literal_prefix, glob_reaches,
-                                      mode_targets, paths_in, word_paths)
+from agents.policy.path_words import (COMPUTED, GLOB, HOST_SECRETS, PROC_PRIVATE,
+                                      QUIET_DEVICES, glob_ancestor, glob_literal_prefix,
+                                      glob_reaches, mode_targets, paths_in, unseen_path,
+                                      word_paths)
 from agents.policy.command_tables import UNKNOWN_CWD
 from agents.tools.steering import PROTECTED_NAMES
 
@@ -47,7 +49,8 @@ if TYPE_CHECKING:
 
 def resolve_path(path: str, ctx: PolicyContext, cwd: str | None = None) -> tuple[str, str]:
     """(lexical absolute path, realpath). ``~`` is the workspace (the command HOME and the
-    file tools' meaning); relative paths start at ``cwd`` or the workspace."""
+    file tools' meaning); relative paths start at ``cwd`` or the workspace. Never raises:
+    a path that cannot be resolved on disk is returned as typed, twice."""
     base = ctx.workspace or "/"
     text = re.sub(r"^(\$HOME|\$\{HOME\})(?=/|$)", "~", path)
     if text == "~" or text.startswith("~/"):
@@ -57,7 +60,13 @@ def resolve_path(path: str, ctx: PolicyContext, cwd: str | None = None) -> tuple
     elif cwd and not text.startswith("/"):
         text = posixpath.join(resolve_path(cwd, ctx)[0], text)
     lexical = posixpath.normpath(posixpath.join(base, text))
-    return lexical, os.path.realpath(lexical)
+    try:
+        return lexical, os.path.realpath(lexical)
+    except OSError:
+        # A component this process may not traverse (``/proc/1/root``: EACCES): a command of
+        # the same uid cannot follow it either, so the rules judge the path as typed (which
+        # still matches /proc/*/root, the private paths...). Raising here failed the turn.
+        return lexical, lexical
 
 
 def is_within(path: str, root: str) -> bool:
@@ -90,18 +99,6 @@ def is_protected(lexical: str, real: str, ctx: PolicyContext) -> bool:
             if after in (["config"], ["config.worktree"]) or after[:1] == ["hooks"]:
                 return True
     return False
-
-
-_QUIET_DEVICES = re.compile(r"^/dev/(null|zero|full|stdout|stderr|stdin|tty|fd/\d+|"
-                            r"pts/\d+)$|^/proc/self/fd/\d+$")
-_PROC_PRIVATE = re.compile(r"^/proc/[^/]+/(environ|mem|root|cwd|map_files|auxv)(/|$)")
-HOST_SECRETS = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-",
-                "/etc/sudoers", "/etc/sudoers.d", "/etc/ssh", "/root", "/var/lib/postgresql",
-                "/etc/security/opasswd", "/run/postgresql", "/var/run/postgresql", "/run/mysqld",
-                "/var/run/mysqld", "/run/redis", "/var/run/redis")
-"""Host files a command reading asks about on a host backend (issue 8 finding 9 is the
-sandbox's half), and the servers' socket directories (a connect() there is out of Landlock's
-reach)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,8 +143,6 @@ def _private(real: str, lexical: str, ctx: PolicyContext, workspace: str) -> boo
         lexical, ctx.private_paths, workspace)
 
 
-_COMPUTED = re.compile(r"[$`]")
-"""An operand the shell computes (a variable, a command substitution)."""
 _HOME = re.compile(r"^(\$HOME|\$\{HOME\})(?=/|$)")
 """``$HOME`` at the start of an operand: resolved like ``~`` (resolve_path), not computed."""
 _ALL_ENTRIES = re.compile(r"(^|/)(\*|\.\*|\.\[!.\]\*)$")
@@ -170,7 +165,7 @@ def path_findings(parsed: ParsedCommand, ctx: PolicyContext, workspace: str,
             ops = [a for a in cmd.argv[1:] if not a.startswith("-")]
             if cmd.name == "find":
                 ops = ops[:1] or ["."]
-            if not ops or any(_COMPUTED.search(_HOME.sub("~", t)) for t in ops):
+            if not ops or any(COMPUTED.search(_HOME.sub("~", t)) for t in ops):
                 # ``rm -rf "$PWD"``, ``rm -rf `pwd```, ``rm -rf $(ls)``, ``ls | xargs rm
                 # -rf``: the target is computed at run time, so it may be the workspace
                 # (a second user's attack wiped a sandboxed workspace this way).
@@ -189,7 +184,7 @@ def path_findings(parsed: ParsedCommand, ctx: PolicyContext, workspace: str,
                                             "workspace_destructive", "deletes the whole "
                                             "workspace or most of it", i))
                     break
-        if cmd.name == "mv" and any(_ALL_ENTRIES.search(a) or _COMPUTED.search(_HOME.sub("~", a))
+        if cmd.name == "mv" and any(_ALL_ENTRIES.search(a) or COMPUTED.search(_HOME.sub("~", a))
                                     for a in cmd.argv[1:-1] if not a.startswith("-")):
             # ``mv * /tmp/``: every entry leaves the workspace, as gone as deleted.
             out.append(_PathFinding("ask", "workspace_destructive", "workspace_destructive",
@@ -197,10 +192,15 @@ def path_findings(parsed: ParsedCommand, ctx: PolicyContext, workspace: str,
                                     "policy cannot see, elsewhere", i))
         if not host:
             continue
+        unseen = None if ctx.host_confined else unseen_path(cmd, cwd_known=not unknown)
+        if unseen is not None:  # the policy is the only guard: what it cannot see asks
+            out.append(_PathFinding("ask", "unseen_path", "host_read", f"{unseen}; with no "
+                                    "OS confinement on this host the policy cannot tell "
+                                    "where it points", i))
         writes = [b for t in (*write_targets(cmd), *mode_targets(cmd))
                   for b in expand_braces(t)]
         for t in writes:
-            if _QUIET_DEVICES.match(t):
+            if QUIET_DEVICES.match(t):
                 continue
             if unknown and not t.startswith(("/", "~")):
                 out.append(_PathFinding("ask", "unknown_cwd", "host_write", f"writes {t} "
@@ -215,7 +215,7 @@ def path_findings(parsed: ParsedCommand, ctx: PolicyContext, workspace: str,
                                         "or another user's workspace", i))
             elif not is_within(real, workspace) and not any(
                     is_within(real, os.path.realpath(p)) for p in ctx.scratch_paths) \
-                    and not _QUIET_DEVICES.match(real):
+                    and not QUIET_DEVICES.match(real):
                 out.append(_PathFinding("ask", "outside_workspace", "host_write",
                                         f"writes {real}, outside the session workspace", i))
             elif is_within(real, workspace) and home_config_file(
@@ -246,7 +246,7 @@ def path_findings(parsed: ParsedCommand, ctx: PolicyContext, workspace: str,
                     out.append(_PathFinding("ask", "private_read", "host_read",
                                             f"reads {real}: the application's own data or code"
                                             " or another user's workspace", i))
-                elif _PROC_PRIVATE.match(lexical) or _PROC_PRIVATE.match(real) or any(
+                elif PROC_PRIVATE.match(lexical) or PROC_PRIVATE.match(real) or any(
                         is_within(real, p) for p in HOST_SECRETS):
                     out.append(_PathFinding("ask", "host_secret", "host_read",
                                             f"reads {lexical}: another process's environment "

@@ -236,8 +236,13 @@ def test_paths_read_from_a_workspace_file_list_are_judged(command):
     "ls -la /tmp", "cat ~/x.py", "cat ./sub/../x.py", "rsync -a sub/ /tmp/backup/",
 ])
 def test_ordinary_paths_in_the_same_forms_stay_allowed(command):
-    d = check_command(command, CTX)
+    # Under Landlock (the local backend's default): with the policy as the only guard, a
+    # loop variable read from a file is a computed path and asks (tests/security/
+    # test_unseen_paths.py); every other command here is allowed there too.
+    d = check_command(command, replace(CTX, host_confined=True))
     assert d.verdict == "allow", (command, d)
+    if "$" not in command:
+        assert check_command(command, CTX).verdict == "allow", command
 
 
 def test_the_sandbox_backend_is_not_judged_by_host_paths():

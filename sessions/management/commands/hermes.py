@@ -34,6 +34,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.utils.module_loading import import_string
 
+from sessions.backends import local_confined
 from sessions.hooks import MONEY
 from sessions.models import RunEvent, Session, Turn
 
@@ -229,7 +230,9 @@ class Command(BaseCommand):
         if ctx.user_id is None:
             ctx = replace(ctx, user_id="policy-check")
         if options["backend"]:
-            ctx = replace(ctx, backend_isolated=options["backend"] == "sandbox")
+            local = options["backend"] == "local"
+            ctx = replace(ctx, backend_isolated=not local,
+                          host_confined=local and local_confined())
         with bind_identity(session_id=ctx.session_id, user_id=ctx.user_id):
             self._decide_and_print(ctx, options, check_command, parse_command)
 
