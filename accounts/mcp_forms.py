@@ -35,7 +35,7 @@ class McpServerForm(forms.Form):
     ``cleaned_data["tools_listed"]`` holds what the check found (None when skipped)."""
 
     name = forms.CharField(max_length=24, help_text="lowercase letters, digits and hyphens; "
-                           "tools appear as mcp__<name>__<tool>")
+                           "tools appear as mcp__{name}__{tool}")
     transport = forms.ChoiceField(choices=McpServer.Transport.choices)
     command = forms.CharField(required=False, max_length=2000,
                               help_text="stdio: the command line the worker starts (no shell)")

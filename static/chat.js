@@ -163,6 +163,9 @@
       heading.textContent = payload.title;
       heading.title = payload.title;
       document.title = baseTitle = payload.title + " · Hermes Web";
+      /* The sidebar names the session too: it kept "New session" until a reload. */
+      var entry = document.querySelector("#sidebar-session-" + sessionId + " > a");
+      if (entry) { entry.textContent = payload.title; entry.title = payload.title; }
     } else if (frame.type === "session.updated" && payload.rewound_from) {
       /* An edit or regenerate from this tab already navigates (HX-Redirect): one load only. */
       if (!leaving) window.location.reload();

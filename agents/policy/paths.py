@@ -19,7 +19,8 @@ rooted at ``/`` or another ancestor of a private path (``find / -exec``, ``grep 
 ``chmod -R``) writes it (denied). A plain listing (``find / -name x``, ``ls -R /``) reads
 names only and is not counted. What cannot be seen without running the command (a path
 computed at run time, read from a file outside the workspace, or built in code by
-arithmetic) is beyond this module: the backend's confinement is the other half.
+arithmetic) is the backend's confinement's half; where there is none (the local backend
+with Landlock off or missing), a computed path asks (path_words.py ``unseen_path``).
 """
 
 from __future__ import annotations

@@ -29,6 +29,8 @@ pytestmark = pytest.mark.browser
 
 MEMBER, MEMBER_PASSWORD = "mia", "mia-correct-horse-42"
 LONG_TEXT = ("long line of text " * 6000)[:100_000]
+LONG_TITLE = ("Quarterly planning notes for the infrastructure migration and the database "
+              "upgrade review")
 SETUP = f"""
 from django.core.management import call_command
 call_command("migrate", interactive=False, verbosity=0)
@@ -49,6 +51,10 @@ long = session_create(user=demo, title="Long one")
 Message.objects.create(session=long, role="user", content={LONG_TEXT!r})
 Message.objects.create(session=long, role="assistant", content="Noted. END-OF-REPLY")
 session_create(user=demo, title="Rename me")
+session_create(user=demo, title={LONG_TITLE!r})
+from approvals.models import ApprovalRule
+ApprovalRule.objects.create(user=demo, team=Team.objects.get(name="demo"), tool_name="terminal",
+                            pattern="make deploy --environment staging", created_by=demo)
 """
 RULES = [
     {"tool_result": "patched hello", "text": "All done with hello."},
@@ -295,5 +301,28 @@ def test_tool_card_summaries_say_what_the_call_does(server, browser):
         assert mobile.locator(".tool-card .tool-summary").all_inner_texts() == EXPECTED_SUMMARIES
         assert no_horizontal_scroll(mobile)
         phone.close()
+    finally:
+        context.close()
+
+
+# A new user's phone findings (2026-12-02) -------------------------------------------------
+def test_phone_pages_with_long_titles_and_rule_tables_fit_the_screen(server, browser):
+    """The Schedules page's session picker lists full titles: its fieldset grew to the
+    widest one and the page scrolled sideways (970 px on a 390 px phone). The "Always"
+    rules table broke its headings letter by letter ("To ol", "P at te rn")."""
+    url, _sim, password = server
+    context, page = logged_in(browser, url, "demo", password, viewport=PHONE)
+    try:
+        page.goto(f"{url}/schedules/")
+        assert page.locator("option", has_text=LONG_TITLE[:40]).count() >= 1
+        assert no_horizontal_scroll(page)
+        page.goto(f"{url}/approvals/rules/")
+        heading = page.locator("table.rules th", has_text="Pattern").first
+        assert heading.inner_text() == "Pattern"
+        # One line: a heading broken into letters is several lines tall.
+        line = page.evaluate("el => parseFloat(getComputedStyle(el).lineHeight)",
+                             heading.element_handle())
+        assert heading.bounding_box()["height"] < 2.5 * line
+        assert no_horizontal_scroll(page)
     finally:
         context.close()

@@ -75,6 +75,12 @@ def test_sidebar_search_pin_collapse_shortcuts_and_admin_link(server, browser):
     context, page = logged_in(browser, url, "demo", password, viewport=DESKTOP)
     chat_url = new_session(page, url)
     send(page, "first question")
+    # Live, before any reload: the title the first message gave reaches the sidebar too
+    # (a new user's finding: it said "New session" until a reload).
+    page.wait_for_function(
+        "document.querySelector('#sidebar-recent .sidebar-item.current a').textContent"
+        " === document.getElementById('session-title').textContent", timeout=WAIT)
+    assert page.inner_text("#sidebar-recent .sidebar-item.current a") == "first question"
     page.reload()
     title = page.inner_text("#session-title")
     item = page.locator("#sidebar-recent .sidebar-item.current")
