@@ -66,7 +66,12 @@ def _from_queue_page(request: HttpRequest) -> bool:
 @login_required
 @require_GET
 def approval_queue_view(request: HttpRequest) -> HttpResponse:
-    """Pending requests first (with the decision buttons), recent decisions below."""
+    """Pending requests first (with the decision buttons), recent decisions below. An HTMX
+    request (the page refreshing itself, static/approvals.js) gets the queue region and the
+    header's approvals link out of band."""
+    if request.htmx:
+        return render(request, "approvals/queue_region.html",
+                      {**_queue_context(request.user), "oob_badge": True})
     return render(request, "approvals/queue.html", _queue_context(request.user))
 
 

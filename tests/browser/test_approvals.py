@@ -103,8 +103,12 @@ def ask_and_wait_for_card(owner, workspace: Path, text: str, meanwhile=None) -> 
     return f"approval-{card.get_attribute('data-approval-id')}"
 
 
-def admin_decides(admin, url: str, card_id: str, choice: str, reason: str = "") -> None:
-    admin.goto(f"{url}/approvals/")
+def admin_decides(admin, url: str, card_id: str, choice: str, reason: str = "",
+                  reload: bool = True) -> None:
+    """The admin decides on /approvals/ (``reload``: opened afresh; else the page the
+    admin already has open, which must have shown the card by itself)."""
+    if reload:
+        admin.goto(f"{url}/approvals/")
     assert admin.locator("#approvals-badge").inner_text() == "1"
     card = admin.locator(f"#{card_id}")
     assert card.get_attribute("data-state") == "pending"
@@ -159,10 +163,16 @@ def test_owner_sees_admin_decisions_and_expiry_live(server, browser):
     assert not (workspace / "build").exists()
     assert "The build directory is gone." in owner.locator("#transcript").inner_text()
 
-    # 2. Deny with a reason: nothing runs; the reason reaches the model and the chat.
+    # 2. Deny with a reason: nothing runs; the reason reaches the model and the chat. The
+    # admin's queue page, open since the first decision, shows the new request by itself
+    # (static/approvals.js; a new user's finding: it stayed hidden until a reload).
+    admin.evaluate("() => { window.__queueNotReloaded = true; }")
     card_id = ask_and_wait_for_card(owner, workspace, "clean the build again")
+    admin.wait_for_selector(f"#{card_id}[data-state=pending]")
+    assert admin.evaluate("() => window.__queueNotReloaded === true")
+    assert admin.locator("#pending-h").inner_text() == "Pending (1)"
     start = time.monotonic()
-    admin_decides(admin, url, card_id, "deny", reason="keep it please")
+    admin_decides(admin, url, card_id, "deny", reason="keep it please", reload=False)
     # The card keeps saying "denied" when the result arrives (a fresh user saw it turn
     # into "error": the call never ran).
     tool_text = outcome(owner, card_id, "denied", 1, "denied",
