@@ -14,6 +14,7 @@ from django.db import connection
 from django.http import Http404
 from django.utils import timezone
 
+from accounts.models import Team
 from approvals.models import ApprovalRequest, ApprovalRule, AuditEntry
 from approvals.services import (
     TIMED_OUT_REASON,
@@ -402,9 +403,6 @@ def test_gate_state_rules_are_exactly_the_ones_in_force_in_the_session(people, s
     in the session's team and the team's team-wide rules, oldest first; never the owner's
     rules of another team or of no team, another member's, another team's, or a revoked
     one. A teamless session of the same owner reads only the owner's teamless rules."""
-    from accounts.models import Team
-    from sessions.models import Session
-
     session, turn = session_a
     team_a, team_b = Team.objects.get(name="team-a"), Team.objects.get(name="team-b")
     alice, carol = people["alice"], people["carol"]

@@ -15,6 +15,7 @@ from dataclasses import replace
 import pytest
 
 from sessions.models import Turn
+from sessions.services import session_create, workspace_path
 from tests.security.conftest import run_turn, terminal
 from tests.security.test_policy_findings import check, ctx_for
 
@@ -78,8 +79,6 @@ def test_the_attack_in_a_real_turn_reads_and_writes_nothing_without_approval(
         policy_only, people, model, layout):
     """The member's turns as they ran them: each waits for a human; the other user's
     workspace has no new file and no copy of the database was made."""
-    from sessions.services import session_create, workspace_path
-
     victim = session_create(user=people["bob"])
     victim_ws = workspace_path(victim)
     session = session_create(user=people["alice"])

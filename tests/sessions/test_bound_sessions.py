@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import pytest
 
+from agents.context.history import INTERRUPTED, CallTally
 from agents.session_cache import SessionCache
 from agents.transports import anthropic_wire
 from sessions import runner
+from sessions.events import event_append
 from sessions.models import Message, RunEvent, Turn
 from sessions.services import session_create, turn_start
 from sessions.tasks import turn_run_task
@@ -186,9 +188,6 @@ def test_a_call_left_open_between_turns_is_counted_by_the_kept_tally(alice, simu
     an assistant call stored between two turns (by hand, as a dead worker leaves one: its
     tool.called announced, no result) is unanswered in the next turn's tally, so the wire
     repair looks it up and tells the model it was interrupted, never "not executed"."""
-    from agents.context.history import INTERRUPTED, CallTally
-    from sessions.events import event_append
-
     simulator.state.script = Script(answer_policy)
     worker = SessionCache()
     session = session_create(user=alice)
