@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from tests.browser.conftest import sim_headers
-from tests.browser.conftest import free_port, logged_in, send_message
+from tests.browser.conftest import free_port, logged_in, send_message, wait_for_chat
 
 pytestmark = pytest.mark.browser
 
@@ -87,6 +87,9 @@ def test_csp_header_and_no_violation_on_the_chat_page(server, browser):
         assert link.inner_text() == "image: the picture"
         assert page.locator("#transcript img").count() == 0
         page.reload()  # the server-rendered transcript too
+        # The rewind button's confirm handler is bound by the deferred scripts: a click
+        # before they ran posted nothing the test could see (a CI flake on a loaded host).
+        wait_for_chat(page)
         assert page.locator("#transcript a.image-link").count() == 1
         assert page.locator("#transcript img").count() == 0
         # The rewind confirmation (moved out of an inline onsubmit) still asks and works.
