@@ -19,8 +19,8 @@ from collections.abc import Callable
 
 from cachetools import LRUCache
 from django.conf import settings
-from django.db import transaction
-from django.db.models import F, Func, Subquery
+from django.db import connection, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from agents.context.breaker import PROCESS_CLOCK_ID, CompactionBreaker
@@ -225,6 +225,24 @@ def _tally_for(session_id: int, history: list[AgentMessage]) -> ColdReclaimTally
     return tally
 
 
+def _rhythm_sql() -> str:
+    """The plain SQL of session_rhythm's read, built once from the models' columns: the
+    newest finished turns' (created_at, finished_at, the session's model-call count),
+    newest first, at most %s of them. Both times come back in one timezone (aware on
+    PostgreSQL, naive UTC on SQLite), so their differences are right on either."""
+    turn, usage = Turn._meta, UsageRecord._meta
+    tcol = {f.name: f.column for f in turn.concrete_fields}
+    ucol = {f.name: f.column for f in usage.concrete_fields}
+    calls = (f'(SELECT COUNT(*) FROM "{usage.db_table}" WHERE "{ucol["session"]}" = %s '
+             f'AND "{ucol["purpose"]}" = %s)')
+    return (f'SELECT "{tcol["created_at"]}", "{tcol["finished_at"]}", {calls} '
+            f'FROM "{turn.db_table}" WHERE "{tcol["session"]}" = %s '
+            f'AND "{tcol["finished_at"]}" IS NOT NULL ORDER BY "{turn.pk.column}" DESC LIMIT %s')
+
+
+_RHYTHM_SQL = _rhythm_sql()
+
+
 def session_rhythm(session: Session, *, idle_seconds: float, history: list[AgentMessage],
                    prompt_tokens: int) -> SessionRhythm:
     """The session's observed rhythm for agents/cache_strategy.py, from stored rows: the idle
@@ -233,11 +251,11 @@ def session_rhythm(session: Session, *, idle_seconds: float, history: list[Agent
     a cold prune would reclaim (estimate), per-burst growth and requests (model calls)."""
     # The model-call count rides on the turns query as a scalar subquery (one round trip per
     # turn start instead of two); a session with no finished turn yet counts on its own.
-    calls_of = (UsageRecord.objects.filter(session=session, purpose="turn").order_by()
-                .annotate(n=Func(F("id"), function="COUNT")).values("n"))
-    rows = list(Turn.objects.filter(session=session, finished_at__isnull=False)
-                .order_by("-id").annotate(calls=Subquery(calls_of))
-                .values_list("created_at", "finished_at", "calls")[:RHYTHM_TURNS])[::-1]
+    # Plain SQL: asked at every turn start, and the ORM's build of this query (a subquery,
+    # an annotation, a slice) cost more than its round trip (issue 15 target 1).
+    with connection.cursor() as cursor:
+        cursor.execute(_RHYTHM_SQL, [session.pk, "turn", session.pk, RHYTHM_TURNS])
+        rows = cursor.fetchall()[::-1]
     calls = (rows[0][2] or 0) if rows else UsageRecord.objects.filter(
         session=session, purpose="turn").count()
     gaps = [max(0.0, (b[0] - a[1]).total_seconds()) for a, b in zip(rows, rows[1:])]

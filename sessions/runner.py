@@ -61,7 +61,7 @@ from sessions.services import workspace_path
 from sessions.sink import DbSink, ledger_for, started_call_ids, turn_usage_totals
 from sessions.transcript import history_load, message_to_agent
 from sessions.waits import WAITING_STATUSES, turn_ended, turn_ended_hooked
-from sessions.writes import StartFacts, turn_finish_write
+from sessions.writes import StartFacts, TurnStart, turn_finish_write
 
 log = logging.getLogger("hermes.runner")
 
@@ -438,16 +438,25 @@ def _begin(ctx: TurnContext, sink: DbSink) -> list[AgentMessage]:
         # also reads what the start needs of the session (the newest message's time, the
         # transcript version, whether another worker served the session since the kept
         # copy), from before its own rows: no query of its own (issue 15 target 1).
+        # The write marks the turn running too where it can (one round trip less); the
+        # turn's status guard is what loses to Stop.
+        started_at = turn.started_at or timezone.now()
+        open_statuses = (Turn.Status.QUEUED, Turn.Status.RUNNING, *WAITING_STATUSES)
         stored, facts = sink.turn_started(
             {"turn_id": turn.pk, "resumed": resumed},
             None if resumed else toolbox.user_message_for(ctx.session, turn, ctx.workspace),
-            served_after=bound.turn_id if bound is not None else None)
-        columns = {"status": Turn.Status.RUNNING,
-                   "started_at": turn.started_at or timezone.now()}
-        if stored is not None:
-            columns["user_message_id"] = stored.id
-        if not Turn.objects.filter(pk=turn.pk, status__in=[
-                Turn.Status.QUEUED, Turn.Status.RUNNING, *WAITING_STATUSES]).update(**columns):
+            served_after=bound.turn_id if bound is not None else None,
+            start_turn=TurnStart(turn_id=turn.pk, started_at=started_at,
+                                 open_statuses=tuple(open_statuses)))
+        if facts is not None and facts.turn_started is not None:
+            started = facts.turn_started
+        else:  # the write could not (SQLite, a child session): the same guard, by itself
+            columns = {"status": Turn.Status.RUNNING, "started_at": started_at}
+            if stored is not None:
+                columns["user_message_id"] = stored.id
+            started = bool(Turn.objects.filter(pk=turn.pk, status__in=open_statuses)
+                           .update(**columns))
+        if not started:
             raise TurnCancelled("stopped before it started")  # Stop won the race
         turn.status = Turn.Status.RUNNING
         if stored is not None:

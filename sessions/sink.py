@@ -36,7 +36,7 @@ from sessions.hooks import MONEY
 from sessions.models import Message, RunEvent, Session, ToolResultLedger, Turn, UsageRecord
 from sessions.steer import steers_land, steers_waiting
 from sessions.transcript import _insert, message_row, message_to_agent, message_to_display
-from sessions.writes import Entry, StartFacts, relax_commit, transcript_write
+from sessions.writes import Entry, StartFacts, TurnStart, relax_commit, transcript_write
 
 DELTA_BATCH_SECONDS = 0.05
 """How long text deltas are gathered into one text.delta event (issue 2: about 50 ms); the
@@ -266,21 +266,24 @@ class DbSink:
         return all(self._reply_call_ids[cid] == 1 and cid not in seen for cid in call_ids)
 
     def turn_started(self, payload: dict, message: AgentMessage | None, *,
-                     served_after: int | None = None
+                     served_after: int | None = None, start_turn: TurnStart | None = None
                      ) -> tuple[AgentMessage | None, StartFacts | None]:
         """Announce ``turn.started`` (``payload``) and store the turn's user ``message``
         (None: a resumed turn, whose message is stored) after it, in one write under the
         lease; returns the stored message and the session's StartFacts as that write read
         them (``served_after``: the kept copy's turn id, sessions/writes.py; None facts
-        where the write could not read them: the caller queries). Raises LeaseLost."""
+        where the write could not read them: the caller queries). ``start_turn``: mark the
+        turn running in the same write (StartFacts.turn_started says whether it was).
+        Raises LeaseLost."""
         stored = self._write(messages=[(message, "")] if message is not None else [],
                              head_events=[("turn.started", payload)],
-                             start_facts=True, served_after=served_after)
+                             start_facts=True, served_after=served_after,
+                             start_turn=start_turn)
         return (stored[0] if stored else None), self._start_facts
 
     def _write(self, *, messages=(), events=(), usages=(), guarded: bool = True,
                relaxed: bool = False, head_events=(), start_facts: bool = False,
-               served_after: int | None = None):
+               served_after: int | None = None, start_turn: TurnStart | None = None):
         """One transaction (sessions/writes.py): the buffered text as a text.delta event,
         ``usages`` (each from ``_usage``), the messages with their events (tool results carry the
         metadata and the call gathered for them), ``events``; returns the stored messages
@@ -316,7 +319,7 @@ class DbSink:
             columns=self.columns if guarded else None, renew_seconds=renew,
             before_commit=settle, relaxed_commit=relaxed, head_events=list(head_events),
             usage_rows=[record for record, _ in usages], start_facts=start_facts,
-            served_after=served_after)
+            served_after=served_after, start_turn=start_turn)
         self._start_facts = written.start  # read by turn_started, right after
         if usages:
             self.reservation_open = True  # the next call's transport says again

@@ -95,6 +95,23 @@ class StartFacts:
     last_message_at: datetime | None
     served_after: bool | None
     last_message_id: int | None = None
+    turn_started: bool | None = None
+    """Whether the same statement marked the turn running (``TurnStart``): False when the
+    turn was no longer open (Stop won the race; the caller rolls the write back); None when
+    it was not asked."""
+
+
+@dataclass(frozen=True)
+class TurnStart:
+    """Mark turn ``turn_id`` running in the turn's start write: status RUNNING,
+    ``started_at`` where still unset, ``user_message_id`` to the write's first message when
+    it stores one; only while the turn's status is one of ``open_statuses`` (a stopped turn
+    is not restarted). One round trip less per turn start than a separate UPDATE (issue 15
+    target 1)."""
+
+    turn_id: int
+    started_at: datetime
+    open_statuses: tuple[str, ...]
 
 
 def transcript_write(*, session: Session, owner: str | None, turn_id: int | None,
@@ -103,7 +120,8 @@ def transcript_write(*, session: Session, owner: str | None, turn_id: int | None
                      renew_seconds: int | None = None, before_commit=None,
                      relaxed_commit: bool = False,
                      head_events: list[tuple[str, dict]] = (), usage_rows=(),
-                     start_facts: bool = False, served_after: int | None = None) -> Written:
+                     start_facts: bool = False, served_after: int | None = None,
+                     start_turn: TurnStart | None = None) -> Written:
     """Store ``entries`` and ``events`` under ``owner``'s turn lease and ``free_events``
     whatever the lease, in one transaction (see the module docstring).
 
@@ -115,7 +133,9 @@ def transcript_write(*, session: Session, owner: str | None, turn_id: int | None
     called with ``lease_ok`` inside the transaction, after the rows. ``start_facts``:
     read the session's StartFacts into ``Written.start`` (``served_after``: the turn id
     they answer "served since" about; None leaves that fact unread); only the one-statement path reads them (else None: the caller
-    queries). Raises LeaseLost
+    queries). ``start_turn`` (with ``start_facts``): also mark the turn running in the same
+    statement; ``Written.start.turn_started`` says whether it was (only the one-statement
+    path does it: with no StartFacts the caller updates the turn). Raises LeaseLost
     (after committing the lease-free part), ValueError for an unknown event type,
     Session.DoesNotExist for an unknown session."""
     for type_, _ in (*free_events, *head_events, *events):
@@ -138,7 +158,8 @@ def transcript_write(*, session: Session, owner: str | None, turn_id: int | None
                                  items_before=[*free_events, *head_events],
                                  events=list(events), columns=columns or {},
                                  renew_seconds=renew_seconds, usage_rows=list(usage_rows),
-                                 start_facts=start_facts, served_after=served_after)
+                                 start_facts=start_facts, served_after=served_after,
+                                 start_turn=start_turn if start_facts else None)
         if written is not None:
             for event in written.events:
                 event_publish_on_commit(event)
@@ -307,8 +328,8 @@ def _insert_fields(model):
 def _one_statement(connection, session: Session, *, owner: str, turn_id, now: datetime,
                    entries: list[Entry], items_before: list[tuple[str, dict]],
                    events: list[tuple[str, dict]], columns: dict, renew_seconds,
-                   usage_rows: list, start_facts: bool = False, served_after: int | None = None
-                   ) -> Written | None:
+                   usage_rows: list, start_facts: bool = False, served_after: int | None = None,
+                   start_turn: TurnStart | None = None) -> Written | None:
     """The guarded write as one data-modifying statement in autocommit (PostgreSQL): the
     session UPDATE that checks and renews the lease, allocates the seqs and returns the
     stop and steer flags; the message rows (ids drawn from their sequence first, so each
@@ -320,7 +341,10 @@ def _one_statement(connection, session: Session, *, owner: str, turn_id, now: da
     the caller writes the lease-free events the usual way. ``start_facts``: see
     transcript_write; the extra reads ride in the final SELECT, which sees the snapshot
     from before this statement's own inserts (PostgreSQL, "Data-Modifying Statements in
-    WITH"): the newest message is the one before this write's."""
+    WITH"): the newest message is the one before this write's. ``start_turn``: the turn's
+    UPDATE rides in the statement too, after the session's (it waits on ``s``, so the
+    session row is locked first, as every transcript writer locks it) and only when the
+    lease held."""
     meta, mmeta, emeta = Session._meta, Message._meta, RunEvent._meta
     n_items = len(items_before) + len(entries) + len(events)
 
@@ -361,6 +385,18 @@ def _one_statement(connection, session: Session, *, owner: str, turn_id, now: da
         sql.append(f', m AS (INSERT INTO "{mmeta.db_table}" ("{mmeta.pk.column}", {names}) '
                    f'SELECT ids.id, {vnames} FROM (VALUES {", ".join(rows)}) '
                    f'AS v(o, {vnames}) JOIN ids USING (o))')
+    if start_turn is not None:
+        tmeta = Turn._meta
+        message_set = (', "user_message_id" = (SELECT id FROM ids WHERE o = 1)'
+                       if entries else "")
+        marks = ", ".join(["%s"] * len(start_turn.open_statuses))
+        sql.append(f', t AS (UPDATE "{tmeta.db_table}" SET "status" = %s, "started_at" = '
+                   f'COALESCE("started_at", %s){message_set} WHERE "{tmeta.pk.column}" = %s '
+                   f'AND "status" IN ({marks}) AND EXISTS (SELECT 1 FROM s) RETURNING 1)')
+        params += [Turn.Status.RUNNING,
+                   tmeta.get_field("started_at").get_db_prep_save(start_turn.started_at,
+                                                                   connection),
+                   start_turn.turn_id, *start_turn.open_statuses]
     if usage_rows:
         model = type(usage_rows[0])
         fields = _insert_fields(model)
@@ -410,6 +446,7 @@ def _one_statement(connection, session: Session, *, owner: str, turn_id, now: da
             facts_sql += (f'EXISTS (SELECT 1 FROM "{turn_table}" WHERE "session_id" = %s AND '
                           f'"id" > %s AND "started_at" IS NOT NULL AND "id" <> %s)')
             params += [session.pk, served_after, turn_id]
+        facts_sql += ", EXISTS (SELECT 1 FROM t)" if start_turn is not None else ", NULL"
     sql.append(f" SELECT s.event_seq, s.stop_requested, s.steer, s.bypass_approvals, {ids_sql}, "
                f"s.transcript_version{facts_sql} FROM s")
     with connection.cursor() as cursor:
@@ -419,7 +456,8 @@ def _one_statement(connection, session: Session, *, owner: str, turn_id, now: da
         return None
     last, stop, steer, bypass, ids, version, *facts = row
     start = StartFacts(transcript_version=version, last_message_at=facts[0],
-                       last_message_id=facts[1], served_after=facts[2]) if start_facts else None
+                       last_message_id=facts[1], served_after=facts[2],
+                       turn_started=facts[3]) if start_facts else None
     stored = []
     for entry, message_id, display in zip(entries, ids or [], displays):
         entry.row.id = message_id

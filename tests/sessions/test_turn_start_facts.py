@@ -13,8 +13,8 @@ from django.utils import timezone
 
 from simulator.script import Reply, Script
 from sessions.leases import lease_acquire
-from sessions.models import Message, Session, Turn
-from sessions.runner import TurnContext
+from sessions.models import Message, RunEvent, Session, Turn
+from sessions.runner import TurnContext, turn_execute
 from sessions.services import session_create, turn_start
 from sessions.tasks import turn_run_task
 from sessions.writes import Entry, transcript_write
@@ -87,3 +87,30 @@ def test_a_turn_after_three_idle_hours_measures_them_whatever_the_database(owned
     turn_run_task.apply(args=[session.pk])
     assert Turn.objects.filter(session=session).order_by("-id").first().status == "completed"
     assert len(seen) == 1 and 3 * 3600 - 60 < seen[0] < 3 * 3600 + 60, seen
+
+
+@pytest.mark.parametrize("stopped", [False, True], ids=["starts", "stop-won-the-race"])
+def test_the_start_write_marks_the_turn_running_or_leaves_nothing_when_stop_won(owned, stopped):
+    """The turn's status rides in its start write (PostgreSQL; SQLite updates it on its own
+    in the same transaction). When Stop ended the turn after the worker read it as open,
+    the start must leave nothing: no ``turn.started``, no user message, the turn stays
+    stopped; otherwise the turn is running with its message linked and its start time."""
+    user, session = owned
+    turn = turn_start(session=session, user=user, text="race me")
+    assert lease_acquire(session=session, owner="w1", seconds=60)
+    read = Turn.objects.get(pk=turn.pk)  # what turn_next handed the runner: QUEUED
+    if stopped:  # Stop wins between the read and the start write
+        Turn.objects.filter(pk=turn.pk).update(status=Turn.Status.CANCELLED)
+    started_events = RunEvent.objects.filter(session=session, type="turn.started",
+                                             payload__turn_id=turn.pk)
+    status = turn_execute(session=session, turn=read, owner="w1")
+    row = Turn.objects.get(pk=turn.pk)
+    messages = Message.objects.filter(session=session, role="user", content="race me")
+    if stopped:
+        assert status == Turn.Status.CANCELLED
+        assert row.user_message_id is None and row.started_at is None
+        assert not messages.exists() and not started_events.exists()
+    else:
+        assert status == Turn.Status.COMPLETED
+        assert row.user_message_id == messages.get().pk and row.started_at is not None
+        assert started_events.count() == 1
