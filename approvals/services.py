@@ -14,12 +14,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import connection, transaction
-from django.db.models import F, Q
+from django.db.models import F
 from django.http import Http404
 from django.utils import timezone
 
@@ -366,17 +366,12 @@ def approval_cancel_for_session(*, session: Session) -> int:
 
 # --- What the runner reads -------------------------------------------------------------
 
-def _lineage_q(session: Session) -> Q:
-    root = session.lineage_root_id or session.pk
-    return Q(session_id=root) | Q(session__lineage_root_id=root)
-
-
 def turn_has_pending_approvals(*, turn: Turn) -> bool:
     """True while any request of ``turn`` still waits for a human (the resume waits)."""
     return ApprovalRequest.objects.filter(turn=turn, state=State.PENDING).exists()
 
 
-def _denied_text(approval: ApprovalRequest, decider_name: str) -> str:
+def _denied_text(approval: ApprovalRequest | _Decided, decider_name: str) -> str:
     if approval.state == State.EXPIRED:
         return TIMED_OUT_REASON
     if approval.state == State.CANCELLED:
@@ -410,10 +405,13 @@ def gate_state(*, session: Session, turn: Turn | None, bypass: bool | None = Non
         return replace(decisions_from, always_rules=tuple(rule_ids),
                        always_rule_ids=rule_ids, deny_rules=tuple(deny), bypass=bypass,
                        reserved=reserved)
-    latest: dict[str, ApprovalRequest] = {}
+    latest: dict[str, _Decided] = {}
     session_rules: list[tuple[str, str]] = []
-    for a in (ApprovalRequest.objects.filter(_lineage_q(session)).exclude(state=State.PENDING)
-              .select_related("decider").order_by("id")):
+    root = session.lineage_root_id or session.pk
+    with connection.cursor() as cursor:  # plain SQL: see _DECIDED_SQL
+        cursor.execute(_DECIDED_SQL, [root, root, State.PENDING])
+        decided = [_Decided(*row) for row in cursor.fetchall()]
+    for a in decided:
         if a.state == State.APPROVED and a.scope == ApprovalRequest.Scope.SESSION:
             pair = (a.tool_name, a.normalized)
             if pair not in session_rules:  # approved "for this session", oldest first
@@ -421,12 +419,49 @@ def gate_state(*, session: Session, turn: Turn | None, bypass: bool | None = Non
         if a.session_id == session.pk and (turn is None or a.turn_id == turn.pk):
             latest[a.tool_call_id] = a
     approved = frozenset(cid for cid, a in latest.items() if a.state == State.APPROVED)
-    denied = {cid: _denied_text(a, a.decider.username if a.decider else "")
+    denied = {cid: _denied_text(a, a.decider_name or "")
               for cid, a in latest.items() if a.state != State.APPROVED}
     return GateState(always_rules=tuple(rule_ids),
                      always_rule_ids=rule_ids, session_rules=tuple(session_rules),
                      approved_call_ids=approved, denied_call_ids=denied,
                      deny_rules=tuple(deny), bypass=bypass, reserved=reserved)
+
+
+class _Decided(NamedTuple):
+    """One decided request of a session's lineage, as gate_state reads it."""
+
+    session_id: int
+    turn_id: int | None
+    tool_call_id: str
+    tool_name: str
+    normalized: str
+    state: str
+    scope: str
+    decision_reason: str
+    decider_name: str | None
+
+
+def _decided_sql() -> str:
+    """The plain SQL of gate_state's decisions read, built once from the models' columns:
+    the ``_Decided`` fields of every request of lineage %s (the root itself, or a session
+    whose lineage root it is) not in state %s, oldest first. Read at every turn start and
+    resume; the ORM's build of it (a join, an OR across the join, an exclude) cost more
+    than its round trip (issue 15 target 1)."""
+    meta, smeta = ApprovalRequest._meta, Session._meta
+    user = meta.get_field("decider").related_model._meta
+    col = {f.name: f.column for f in meta.concrete_fields}
+    fields = ("session", "turn", "tool_call_id", "tool_name", "normalized", "state", "scope",
+              "decision_reason")
+    select = ", ".join(f'a."{col[name]}"' for name in fields)
+    lineage = (f'a."{col["session"]}" = %s OR a."{col["session"]}" IN (SELECT "{smeta.pk.column}" '
+               f'FROM "{smeta.db_table}" WHERE "{smeta.get_field("lineage_root").column}" = %s)')
+    return (f'SELECT {select}, u."{user.get_field("username").column}" '
+            f'FROM "{meta.db_table}" a LEFT JOIN "{user.db_table}" u '
+            f'ON u."{user.pk.column}" = a."{col["decider"]}" '
+            f'WHERE ({lineage}) AND a."{col["state"]}" <> %s ORDER BY a."{meta.pk.column}"')
+
+
+_DECIDED_SQL = _decided_sql()
 
 
 def _rules_sql(*, team: bool) -> str:
