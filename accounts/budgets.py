@@ -35,10 +35,10 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q, Sum
+from django.db.models import Sum
 from django.utils import timezone
 
-from accounts.models import Budget, Membership, SpendReservation
+from accounts.models import Budget, Membership, SpendReservation, Team
 from accounts.pricing import rate_overrides_load
 from accounts.spend import team_usage
 from agents.errors import TransportError, TurnCancelled
@@ -90,6 +90,30 @@ def session_descendants(session_id: int) -> list[int]:
     return ids
 
 
+def _budgets_sql() -> tuple[str, str, str]:
+    """budgets_for's SQL, built once from the models' columns: every Budget column and the
+    team's name (``team_name``) of the budgets in scope %s of user %s, in scope %s of the
+    sessions ``{sessions}``, or in scope %s of ``{team}`` (the session's team, or every team
+    the owner belongs to), in id order; with the two ``{team}`` fragments."""
+    meta, tmeta, mmeta = Budget._meta, Team._meta, Membership._meta
+    col = {f.name: f.column for f in meta.concrete_fields}
+    mcol = {f.name: f.column for f in mmeta.concrete_fields}
+    select = ", ".join(f'b."{c}"' for c in col.values())
+    scope = f'b."{col["scope"]}"'
+    sql = (f'SELECT {select}, t."{tmeta.get_field("name").column}" AS team_name '
+           f'FROM "{meta.db_table}" b LEFT JOIN "{tmeta.db_table}" t '
+           f'ON t."{tmeta.pk.column}" = b."{col["team"]}" '
+           f'WHERE ({scope} = %s AND b."{col["user"]}" = %s) '
+           f'OR ({scope} = %s AND b."{col["session"]}" IN ({{sessions}})) '
+           f'OR ({scope} = %s AND b."{col["team"]}" {{team}}) ORDER BY b."{meta.pk.column}"')
+    teams_of_owner = (f'IN (SELECT "{mcol["team"]}" FROM "{mmeta.db_table}" '
+                      f'WHERE "{mcol["user"]}" = %s)')
+    return sql, "= %s", teams_of_owner
+
+
+_BUDGETS_SQL, _TEAM_OF_SESSION, _TEAMS_OF_OWNER = _budgets_sql()
+
+
 def budgets_for(session) -> list[Budget]:
     """The budgets that apply to a call of ``session``, in id order (the lock order): its
     owner's, its team's, its own, and those of the sessions that delegated to it: a
@@ -97,14 +121,15 @@ def budgets_for(session) -> list[Budget]:
     around it. A session of no team gets the budgets of every team its owner belongs to
     now (the module's "Teams"; fail closed: a teamless session is never less bound than a
     team one)."""
-    scope = (Q(scope="user", user_id=session.owner_id)
-             | Q(scope="session", session_id__in=session_ancestors(session)))
-    if session.team_id:
-        scope |= Q(scope="team", team_id=session.team_id)
-    else:
-        scope |= Q(scope="team", team_id__in=Membership.objects.filter(
-            user_id=session.owner_id).values("team_id"))
-    return list(Budget.objects.filter(scope).select_related("team").order_by("id"))
+    ancestors = session_ancestors(session)
+    # Plain SQL (Budget.objects.raw): asked before the first call of every turn, and the
+    # ORM's build of this OR of three scopes and a subquery cost more than its round trip
+    # (issue 15 target 1). Each row carries its team's name as ``team_name``.
+    sql = _BUDGETS_SQL.format(sessions=", ".join(["%s"] * len(ancestors)),
+                              team=_TEAM_OF_SESSION if session.team_id else _TEAMS_OF_OWNER)
+    team_param = session.team_id if session.team_id else session.owner_id
+    return list(Budget.objects.raw(sql, ["user", session.owner_id, "session", *ancestors,
+                                         "team", team_param]))
 
 
 def budget_cap(budget: Budget, *, session_id: int | None = None,
@@ -176,7 +201,7 @@ def _try_reserve(session, budgets: list[Budget], worst: Decimal | None):
     admission = Admission(reserved_usd=worst)
     # Team names from the unlocked list: locking the rows with their team joined would
     # lock the Team rows too (SELECT ... FOR UPDATE covers every joined table).
-    names = {b.pk: b.team.name for b in budgets if b.team_id}
+    names = {b.pk: b.team_name for b in budgets if b.team_id}
     with transaction.atomic():
         locked = list(Budget.objects.select_for_update().filter(
             pk__in=[b.pk for b in budgets]).order_by("id"))
