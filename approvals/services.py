@@ -23,6 +23,7 @@ from django.db.models import F
 from django.http import Http404
 from django.utils import timezone
 
+from agents.policy import UNCONFINED
 from agents.policy.context import GateState  # noqa: F401  (re-exported)
 from approvals.models import ApprovalRequest, ApprovalRule, AuditEntry
 from approvals.selectors import approval_get, approval_list_pending, approval_rule_list
@@ -210,12 +211,20 @@ def approval_permissions(*, user, approval: ApprovalRequest) -> DecidePermission
             if session.team_id else None)
     # Every class of every finding counts, not only the first (issue 8 finding 6).
     classes = [c for c in (approval.risk_class, *(approval.risk_classes or [])) if c]
-    gated = [c for c in classes if team and c in (team.admin_only_risk_classes or [])]
+    gated = [c for c in classes if team and c in (team.admin_only_risk_classes or [])
+             or c == UNCONFINED]
     note = ""
     can_approve = True
     reserved = TEAMS.admin_only_classes(session.owner_id) if team is None else {}
     held = [c for c in classes if c in reserved]
-    if held:  # a member's session outside any team: their team's reservation binds
+    if UNCONFINED in classes and team is None:
+        # The policy was the only guard when it asked (agents/policy UNCONFINED): nobody but
+        # the requester sees a session of no team, so nobody may approve it.
+        can_approve = False
+        note = ("This host runs commands with no OS confinement, so the policy is the only "
+                "guard: what it asks about needs a team admin other than the requester. Run "
+                "it in a team session, or ask the operator to enable Landlock or the sandbox.")
+    elif held:  # a member's session outside any team: their team's reservation binds
         can_approve = False
         note = (f"Risk class {held[0]!r} is reserved for the admins of team "
                 f"{reserved[held[0]]!r}: run it in a session of that team.")
@@ -223,7 +232,9 @@ def approval_permissions(*, user, approval: ApprovalRequest) -> DecidePermission
         can_approve = is_admin and user.pk != approval.requester_id
         if not can_approve:
             note = (f"Risk class {gated[0]!r} needs a team admin other than the "
-                    f"requester to approve.")
+                    f"requester to approve." + (
+                        " (This host runs commands with no OS confinement.)"
+                        if gated[0] == UNCONFINED else ""))
     if not approval.allow_always and not note:
         note = "Protected instruction file: approve one operation at a time."
     return DecidePermissions(can_approve=can_approve,

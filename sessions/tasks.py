@@ -90,19 +90,34 @@ def turn_next(*, session: Session, owner: str) -> Turn | None:
     return next((t for t in rows if t.status == Turn.Status.QUEUED), None)
 
 
+def _turns_sql(statuses: tuple[str, ...]) -> str:
+    """SELECT every Turn column of session %s's turns in ``statuses``, oldest first, built
+    once from the model: these reads open and close every task, and the ORM's build of
+    them cost more than their round trips (issue 15 target 1)."""
+    meta = Turn._meta
+    columns = ", ".join(f'"{f.column}"' for f in meta.concrete_fields)
+    marks = ", ".join(["%s"] * len(statuses))
+    return (f'SELECT {columns} FROM "{meta.db_table}" WHERE "{meta.get_field("session").column}"'
+            f' = %s AND "{meta.get_field("status").column}" IN ({marks}) '
+            f'ORDER BY "{meta.pk.column}"')
+
+
+_OPEN = (Turn.Status.RUNNING, *WAITING_STATUSES, Turn.Status.QUEUED)
+_RUNNABLE = (*WAITING_STATUSES, Turn.Status.QUEUED)
+_OPEN_SQL, _RUNNABLE_SQL = _turns_sql(_OPEN), _turns_sql(_RUNNABLE)
+
+
 def _open_turns(session: Session) -> list[Turn]:
     """The session's turns that are not over (running, waiting, queued), oldest first: one
     query where turn_next used to ask three."""
-    return list(Turn.objects.filter(session=session, status__in=[
-        Turn.Status.RUNNING, *WAITING_STATUSES, Turn.Status.QUEUED]).order_by("id"))
+    return list(Turn.objects.raw(_OPEN_SQL, [session.pk, *_OPEN]))
 
 
 def turn_runnable(*, session: Session) -> bool:
     """Read-only, lease not required: is there a queued turn, or a waiting turn (approval,
     children, answer) whose wait has settled? (Never changes a turn: we may not hold the
     lease.)"""
-    rows = list(Turn.objects.filter(session=session, status__in=[
-        *WAITING_STATUSES, Turn.Status.QUEUED]).order_by("id"))  # one query, was two
+    rows = list(Turn.objects.raw(_RUNNABLE_SQL, [session.pk, *_RUNNABLE]))  # one query, was two
     waiting = next((t for t in rows if t.status in WAITING_STATUSES), None)
     if waiting is not None:  # a wait blocks everything behind it
         return not turn_wait_pending(waiting)

@@ -170,7 +170,8 @@ def _decide_code(call: ToolCall, args: dict[str, Any], ctx: PolicyContext) -> De
                   "sandbox; each tool it calls is decided on its own", "", name)
     return _gate(call.id, ctx, "code_execution", "code_execution",
                  "runs Python on the server host (the code cannot be checked against the "
-                 "command floor)", name, lambda pattern: fnmatchcase(name, pattern))
+                 "command floor)", name, lambda pattern: fnmatchcase(name, pattern),
+                 ("code_execution", *_unconfined(ctx, False)))
 
 
 def _decide_configured(call: ToolCall, ctx: PolicyContext, setting: str, name: str
@@ -201,7 +202,7 @@ def _gate(call_id: str, ctx: PolicyContext, rule: str, risk: str, reason: str,
     if call_id in ctx.approved_call_ids:
         return _d("allow", "human_approved", ctx.approved_call_ids[call_id], risk, normalized,
                   classes)
-    admin_only = set(classes) & set(ctx.admin_only_risk_classes)
+    admin_only = set(classes) & {*ctx.admin_only_risk_classes, UNCONFINED}
     if ctx.bypass and not admin_only:
         return _d("allow", "bypass", f"approvals bypassed ({reason})", risk, normalized,
                   classes)
@@ -227,15 +228,30 @@ def _ask_or_deny(ctx: PolicyContext, rule: str, risk: str, reason: str, normaliz
 
 
 def _human_gate(call_id: str, ctx: PolicyContext, rule: str, risk: str, reason: str,
-                normalized: str) -> Decision:
+                normalized: str, classes: tuple[str, ...] = ()) -> Decision:
     """A gate that trust cannot switch off: bypass and rules are not consulted; only a
     human decision on this very call passes it (one operation at a time)."""
     if call_id in ctx.denied_call_ids:
         return _d("deny", "human_denied", ctx.denied_call_ids[call_id] or "denied by a person",
-                  risk, normalized)
+                  risk, normalized, classes)
     if call_id in ctx.approved_call_ids:
-        return _d("allow", "human_approved", ctx.approved_call_ids[call_id], risk, normalized)
-    return _ask_or_deny(ctx, rule, risk, reason, normalized)
+        return _d("allow", "human_approved", ctx.approved_call_ids[call_id], risk, normalized,
+                  classes)
+    return _ask_or_deny(ctx, rule, risk, reason, normalized, classes)
+
+
+UNCONFINED = "unconfined"
+"""The risk class every request a command raises carries where the policy is the only guard
+(a host backend with no OS confinement: ``host_confined`` False). Nothing the policy asks
+about there may be approved by the requester, bypassed, or approved at all in a session of
+no team: a requester who is the attacker would otherwise approve their own read of another
+user's workspace (a second user's attack, policy-only mode). approvals/services.py
+``approval_permissions`` holds the other half."""
+
+
+def _unconfined(ctx: PolicyContext, isolated: bool) -> tuple[str, ...]:
+    """(UNCONFINED,) for a command that runs on a host the kernel does not confine."""
+    return () if isolated or ctx.host_confined else (UNCONFINED,)
 
 
 def _protected_gate(call_id: str, ctx: PolicyContext, reason: str, normalized: str
@@ -308,7 +324,8 @@ def _decide_command(call_id: str, command: str, ctx: PolicyContext) -> Decision:
                                "future sessions", norm)
     if not parsed.parseable:
         return _human_gate(call_id, ctx, "unparseable", "obfuscation", "the command could not "
-                           "be parsed, so the hardline floor cannot be checked", norm)
+                           "be parsed, so the hardline floor cannot be checked", norm,
+                           _unconfined(ctx, isolated))
     asks = [f for f in findings if f.level == "ask"]
     if isolated:
         unasked = tuple(f.risk_class for f in asks if f.risk_class in DESTRUCTIVE_CLASSES)
@@ -328,4 +345,4 @@ def _decide_command(call_id: str, command: str, ctx: PolicyContext) -> Decision:
     reason = "; ".join(dict.fromkeys(f.reason for f in asks))
     classes = tuple(dict.fromkeys(f.risk_class for f in asks))
     return _gate(call_id, ctx, first.rule, risk, reason, norm, covered_by,
-                 (risk, *classes))
+                 (risk, *classes, *_unconfined(ctx, isolated)))

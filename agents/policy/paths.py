@@ -35,10 +35,10 @@ from typing import TYPE_CHECKING
 from agents.policy.command_risk import expand_braces, home_config_file
 from agents.policy.write_targets import write_targets
 from agents.policy.command_scripts import read_workspace_file
+from agents.policy.host_reach import host_reach, through_process
 from agents.policy.path_words import (COMPUTED, GLOB, HOST_SECRETS, PROC_PRIVATE,
                                       QUIET_DEVICES, glob_ancestor, glob_literal_prefix,
-                                      glob_reaches, mode_targets, paths_in, unseen_path,
-                                      word_paths)
+                                      glob_reaches, mode_targets, paths_in, word_paths)
 from agents.policy.command_tables import UNKNOWN_CWD
 from agents.tools.steering import PROTECTED_NAMES
 
@@ -193,11 +193,9 @@ def path_findings(parsed: ParsedCommand, ctx: PolicyContext, workspace: str,
                                     "policy cannot see, elsewhere", i))
         if not host:
             continue
-        unseen = None if ctx.host_confined else unseen_path(cmd, cwd_known=not unknown)
-        if unseen is not None:  # the policy is the only guard: what it cannot see asks
-            out.append(_PathFinding("ask", "unseen_path", "host_read", f"{unseen}; with no "
-                                    "OS confinement on this host the policy cannot tell "
-                                    "where it points", i))
+        out += [_PathFinding("ask", rule, risk, why, i)
+                for rule, risk, why in host_reach(cmd, confined=ctx.host_confined,
+                                                  cwd_known=not unknown)]
         writes = [b for t in (*write_targets(cmd), *mode_targets(cmd))
                   for b in expand_braces(t)]
         for t in writes:
@@ -248,10 +246,11 @@ def path_findings(parsed: ParsedCommand, ctx: PolicyContext, workspace: str,
                                             f"reads {real}: the application's own data or code"
                                             " or another user's workspace", i))
                 elif PROC_PRIVATE.match(lexical) or PROC_PRIVATE.match(real) or any(
-                        is_within(real, p) for p in HOST_SECRETS):
+                        is_within(real, p) for p in HOST_SECRETS) or through_process(path):
                     out.append(_PathFinding("ask", "host_secret", "host_read",
-                                            f"reads {lexical}: another process's environment "
-                                            "or a host secret", i))
+                                            f"reads {path}: another process's environment, "
+                                            "files or view of the filesystem, or a host "
+                                            "secret", i))
         out += _recursive_findings(cmd, i, ctx, workspace,
                                    parsed.commands[i - 1] if i else None)
     return out

@@ -53,7 +53,13 @@ def test_bypass_never_beats_hardline_guard_or_deny_list(ctx):
     assert check_command("echo pw | sudo -S id", yolo).rule == "sudo_guard"
     d = check_command("git push origin main -f", yolo)
     assert (d.verdict, d.rule) == ("deny", "deny_list")
-    assert check_command("rm -rf build", yolo).rule == "bypass"
+    # On a confined host the bypass lets a plain ask through; where the policy is the only
+    # guard (host_confined False) nothing it asks about is bypassed: the requester could be
+    # a second user approving their own read of another's workspace.
+    assert check_command("rm -rf build", replace(yolo, host_confined=True)).rule == "bypass"
+    unconfined = check_command("rm -rf build", replace(yolo, always_rules=(), session_rules=()))
+    assert (unconfined.verdict, unconfined.rule) == ("ask", "recursive_delete")
+    assert "unconfined" in unconfined.risk_classes and "approvals bypassed" not in unconfined.reason
 
 
 def test_human_approval_of_a_call_cannot_pass_the_floor(ctx):

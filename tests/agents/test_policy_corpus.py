@@ -111,12 +111,21 @@ def test_dangerous_commands_deny_when_unattended():
 
 
 def test_everyday_false_ask_rate():
-    asked = [(c, d.rule) for c in EVERYDAY if (d := check_command(c, CTX)).verdict != "allow"]
+    # On the local backend as it runs by default, under Landlock: the kernel holds the
+    # boundary for what the policy cannot read (interpreter code, computed paths).
+    confined = replace(CTX, host_confined=True)
+    asked = [(c, d.rule) for c in EVERYDAY
+             if (d := check_command(c, confined)).verdict != "allow"]
     rate = len(asked) / len(EVERYDAY)
     print(f"\neveryday corpus: {len(EVERYDAY)} commands, {len(asked)} ask "
           f"(false-ask rate {rate:.1%}): {asked}")
-    assert all(check_command(c, CTX).verdict != "deny" for c in EVERYDAY)
+    assert all(check_command(c, confined).verdict != "deny" for c in EVERYDAY)
     assert rate <= FALSE_ASK_THRESHOLD
+    # With the policy as the only guard it asks about code it cannot follow (fail closed)
+    # and still denies nothing ordinary.
+    alone = [c for c in EVERYDAY if check_command(c, CTX).verdict != "allow"]
+    print(f"policy-only host: {len(alone)} ask ({len(alone) / len(EVERYDAY):.1%})")
+    assert all(check_command(c, CTX).verdict != "deny" for c in EVERYDAY)
 
 
 def _b64(cmd: str) -> str:

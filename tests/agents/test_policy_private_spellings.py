@@ -242,7 +242,10 @@ def test_ordinary_paths_in_the_same_forms_stay_allowed(command):
     d = check_command(command, replace(CTX, host_confined=True))
     assert d.verdict == "allow", (command, d)
     if "$" not in command:
-        assert check_command(command, CTX).verdict == "allow", command
+        # With the policy as the only guard, interpreter code and awk programs that open
+        # files by strings ask (agents/policy/host_reach.py opaque_reach); nothing else does.
+        unconfined = check_command(command, CTX)
+        assert unconfined.verdict == "allow" or unconfined.rule == "opaque_code", command
 
 
 def test_the_sandbox_backend_is_not_judged_by_host_paths():
