@@ -10,6 +10,7 @@ set (tests/browser/test_visible_text.py)."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -18,7 +19,7 @@ from django.urls import reverse
 from sessions.models import Message, Turn
 from sessions.services import session_create, turn_start
 from sessions.tasks import turn_run_task
-from sessions.visible import visible_spec
+from sessions.visible import has_hidden, visible_markup, visible_spec, visible_text
 from simulator.script import Reply, Script, ScriptRule, ToolCallSpec
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -128,3 +129,31 @@ def test_an_approval_card_shows_the_commands_hidden_characters(simulator, alice,
     assert requested and all(raw_hidden(without_edit_boxes(f["html"])) == []
                              for f in requested)
     assert re.search(re.escape(f"notes{mark('U+202E')}txt.sh"), requested[-1]["html"])
+
+
+@pytest.mark.django_db(transaction=False)
+def test_the_browsers_set_is_the_servers_set():
+    """static/chat.js builds its RegExp from visible_spec(): read back as a Python class,
+    it matches exactly the code points has_hidden does (every plane), and names the same."""
+    spec = json.loads(visible_spec())
+    python_class = re.sub(r"\\u\{([0-9a-f]+)\}", lambda m: re.escape(chr(int(m.group(1), 16))),
+                          spec["pattern"])
+    browser = re.compile(python_class)
+    differ = [hex(cp) for cp in range(0x110000) if 0xD800 > cp or cp > 0xDFFF
+              if bool(browser.match(chr(cp))) != has_hidden(chr(cp))]
+    assert differ == []
+    assert {chr(int(k)): v for k, v in spec["names"].items()} == {
+        c: visible_text(c)[1:-1] for c in map(chr, range(0x80)) if has_hidden(c)
+        and not visible_text(c).startswith("⟨U+")}
+
+
+@pytest.mark.django_db(transaction=False)
+def test_markup_marks_text_but_keeps_tags_whole():
+    """visible_markup on serialised HTML: spans in text, plain escapes inside a tag (an
+    attribute holding ">" included), nothing changed when nothing is hidden."""
+    html = '<a href="https://x.example/" title="a>\u202eb">x\u202e&lt;y</a>\u2067'
+    assert str(visible_markup(html)) == (
+        '<a href="https://x.example/" title="a>⟨U+202E⟩b">x'
+        f"{mark('U+202E')}&lt;y</a>{mark('U+2067')}")
+    plain = "<p>مرحبا <strong>שלום</strong></p>"
+    assert str(visible_markup(plain)) == plain
