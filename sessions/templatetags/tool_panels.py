@@ -5,11 +5,21 @@ no change; the same context builders serve the partials' own views."""
 from __future__ import annotations
 
 from django import template
+from django.utils.safestring import SafeString
 
 from sessions.models import ClarifyQuestion, Session
 from sessions.tool_state import todo_items
+from sessions.visible import visible_html
 
 register = template.Library()
+
+
+@register.filter
+def visible(text) -> SafeString:
+    """``{{ text|visible }}``: the model's or a user's text with its hidden and bidi
+    characters as marked ⟨U+202E⟩ spans (sessions/visible.py visible_html), for the panels'
+    free text (a todo item, a clarify question, its choices and answer)."""
+    return visible_html("" if text is None else str(text))
 
 
 def todo_context(session: Session) -> dict:

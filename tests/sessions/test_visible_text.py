@@ -59,10 +59,12 @@ def scripted(simulator, command: str = COMMAND) -> None:
 
 
 def without_edit_boxes(page: str) -> str:
-    """``page`` without its edit boxes' text: a <textarea> holds the message to edit and
-    send again, so it keeps the user's characters as they are (escaping them there would
-    change the message on save)."""
-    return re.sub(r"(<textarea[^>]*>)[^<]*(</textarea>)", r"\1\2", page)
+    """``page`` without the values its forms send: a <textarea> holds the message to edit
+    and send again, a choice button's ``value`` is the answer it sends, so both keep the
+    characters as they are (escaping them would change what is sent); neither is the text
+    a reader sees as the message or the choice."""
+    page = re.sub(r"(<textarea[^>]*>)[^<]*(</textarea>)", r"\1\2", page)
+    return re.sub(r'(<button[^>]* value=")[^"]*(")', r"\1\2", page)
 
 
 def raw_hidden(text: str) -> list[str]:
@@ -157,3 +159,27 @@ def test_markup_marks_text_but_keeps_tags_whole():
         f"{mark('U+202E')}&lt;y</a>{mark('U+2067')}")
     plain = "<p>مرحبا <strong>שלום</strong></p>"
     assert str(visible_markup(plain)) == plain
+
+
+def test_the_todo_and_clarify_panels_show_hidden_characters(simulator, alice, client):
+    """The model's todo items and its clarify question and choices (server-rendered panels,
+    which static/todo.js and clarify.js re-fetch whole) are visible-safe too."""
+    simulator.state.script = Script([
+        ScriptRule(reply=Reply(text="Planned."), tool_result="."),
+        ScriptRule(user="plan", reply=Reply(tool_calls=(ToolCallSpec(name="todo", input={
+            "todos": [{"id": "1", "content": f"Delete report{RLO}txt.exe"}]}),))),
+        ScriptRule(user="ask", reply=Reply(tool_calls=(ToolCallSpec(name="clarify", input={
+            "question": f"Run evil{RLO}gnp.sh?", "choices": [f"yes{RLO}on", "no"]}),)))])
+    session, turn = run_turn(alice, "plan it")
+    assert turn.status == Turn.Status.COMPLETED, turn.error
+    turn_start(session=session, user=alice, text="ask me")
+    turn_run_task.apply(args=[session.pk])
+    client.force_login(alice)
+    page = client.get(reverse("session_detail", args=[session.pk])).content.decode()
+    assert raw_hidden(without_edit_boxes(page)) == []
+    todo = page[page.index('id="todo-panel"'):]
+    assert f"Delete report{mark('U+202E')}txt.exe" in todo[:todo.index("</aside>")]
+    card = page[page.index('class="clarify-card"'):]
+    card = card[:card.index("</section>")]
+    assert f"Run evil{mark('U+202E')}gnp.sh?" in card
+    assert f">yes{mark('U+202E')}on</button>" in card
