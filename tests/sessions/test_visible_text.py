@@ -183,3 +183,31 @@ def test_the_todo_and_clarify_panels_show_hidden_characters(simulator, alice, cl
     card = card[:card.index("</section>")]
     assert f"Run evil{mark('U+202E')}gnp.sh?" in card
     assert f">yes{mark('U+202E')}on</button>" in card
+
+
+def test_the_files_panel_shows_hidden_characters_in_names_and_previews(simulator, alice,
+                                                                       client):
+    """Files the model wrote with a U+202E in the name ("report⟨U+202E⟩txt.exe" would
+    read "reportexe.txt") and in the content: the panel's list, the preview's heading, a
+    plain preview and a highlighted (Python) one show it as a mark."""
+    simulator.state.script = Script([
+        ScriptRule(reply=Reply(text="Written."), tool_result="."),
+        ScriptRule(reply=Reply(tool_calls=(
+            ToolCallSpec(name="write_file", input={"path": f"report{RLO}txt.exe",
+                                                   "content": f"plain {RLO}text\n"}),
+            ToolCallSpec(name="write_file", input={"path": "tool.py",
+                                                   "content": f"x = 'a{RLO}b'\n"}))))])
+    session, turn = run_turn(alice, "write the files")
+    assert turn.status == Turn.Status.COMPLETED, turn.error
+    client.force_login(alice)
+    url = reverse("session_files", args=[session.pk])
+    listing = client.get(url).content.decode()
+    preview = client.get(url, {"path": f"report{RLO}txt.exe"}).content.decode()
+    code = client.get(url, {"path": "tool.py"}).content.decode()
+    for page in (listing, preview, code):
+        assert raw_hidden(page.replace("%E2%80%AE", "")) == []  # URLs are percent-encoded
+        assert f">report{mark('U+202E')}txt.exe</a>" in page
+        assert 'title="report⟨U+202E⟩txt.exe"' in page
+    assert f"<strong>report{mark('U+202E')}txt.exe</strong>" in preview
+    assert f"<code>plain {mark('U+202E')}text" in preview
+    assert f"a{mark('U+202E')}b" in code and 'class="language-python"' in code
