@@ -211,3 +211,17 @@ def test_the_files_panel_shows_hidden_characters_in_names_and_previews(simulator
     assert f"<strong>report{mark('U+202E')}txt.exe</strong>" in preview
     assert f"<code>plain {mark('U+202E')}text" in preview
     assert f"a{mark('U+202E')}b" in code and 'class="language-python"' in code
+
+
+def test_search_results_show_hidden_characters(simulator, alice, client):
+    """A message found by search: its excerpt (with the <mark> of the match) shows the
+    reply's U+202E as a mark."""
+    simulator.state.script = Script([ScriptRule(reply=Reply(
+        text=f"The zebrafile is report{RLO}txt.exe here."))])
+    session, turn = run_turn(alice, "where is it")
+    assert turn.status == Turn.Status.COMPLETED, turn.error
+    client.force_login(alice)
+    page = client.get(reverse("search"), {"q": "zebrafile"}).content.decode()
+    excerpt = page[page.index('class="search-hits"'):]
+    assert "<mark>" in excerpt and raw_hidden(page) == []
+    assert f"report{mark('U+202E')}txt.exe" in excerpt
