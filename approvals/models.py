@@ -9,6 +9,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from sessions.visible import visible_line
+
 
 class ApprovalRequest(models.Model):
     """A tool call waiting for a human. State: pending → approved / denied / expired /
@@ -80,7 +82,9 @@ class ApprovalRule(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
 
     def __str__(self) -> str:
-        return f"rule #{self.pk} {self.tool_name}: {self.pattern[:40]}"
+        # Shown wherever a rule is named (the admin's titles and breadcrumbs): the pattern
+        # is a command, so its hidden characters are shown as escapes (sessions/visible.py).
+        return f"rule #{self.pk} {self.tool_name}: {visible_line(self.pattern, 40)}"
 
 
 class AuditEntry(models.Model):

@@ -35,6 +35,7 @@ from agents.messages import ToolCall
 from sessions.events import event_append
 from sessions.models import ChildTask, Message, Session, ToolResultLedger, Turn, UsageRecord
 from sessions.services import turn_stop, workspace_path
+from sessions.visible import visible_text
 from sessions.waits import Wait, turn_ended_register, turn_resume_on_commit, wait_register
 
 ENDED_STATUSES: tuple[str, ...] = (Turn.Status.COMPLETED, Turn.Status.FAILED,
@@ -210,7 +211,8 @@ def children_cost(session: Session) -> dict:
 
 def child_cards(*, session: Session, call_id: str | None = None) -> list[dict]:
     """Selector (caller has already checked ``session`` is visible): one dict per child of
-    ``session`` (optionally of one delegate call) for the child cards: index, goal, status,
+    ``session`` (optionally of one delegate call) for the child cards: index, goal (its
+    hidden characters as ⟨U+202E⟩, sessions/visible.py visible_text), status,
     iterations (model calls), tokens, cost_usd (str or None when unknown), url."""
     tasks = ChildTask.objects.filter(parent_session=session).select_related("turn")
     if call_id:
@@ -227,7 +229,9 @@ def child_cards(*, session: Session, call_id: str | None = None) -> list[dict]:
         cost = row.get("cost")
         cards.append({
             "child_id": task.child_id, "call_id": task.call_id, "index": task.index,
-            "goal": task.goal, "status": task.turn.status,
+            # Display only (static/child_cards.js): the model's text, hidden characters
+            # as visible escapes (sessions/visible.py); the child got the goal as written.
+            "goal": visible_text(task.goal), "status": task.turn.status,
             "status_label": task.turn.get_status_display(),
             "ended": task.turn.status in ENDED_STATUSES, "iterations": row.get("n", 0),
             "tokens": row.get("tokens") or 0,

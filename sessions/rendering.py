@@ -19,7 +19,7 @@ from typing import Any
 import nh3
 from django.template.loader import render_to_string
 from django.utils.html import escape
-from django.utils.safestring import SafeString, mark_safe
+from django.utils.safestring import SafeString
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
@@ -32,7 +32,7 @@ from sessions.steer import STEER, STEERED
 from sessions.tool_cards import (APPROVAL_STATUSES, AWAITING_ANSWER, DESCRIBERS, call_arguments,
                                  tool_status, tool_summary)
 from sessions.transcript import message_to_display
-from sessions.visible import visible_text
+from sessions.visible import visible_html, visible_markup, visible_spec
 from sessions.waits import WAITING_STATUSES
 
 def _image_as_link(renderer, tokens, idx, options, env) -> str:
@@ -109,11 +109,13 @@ def markdown_html(text: str) -> SafeString:
     """``text`` rendered as CommonMark (tables, strikethrough) and sanitised by nh3 with an
     allow-list: raw HTML in the source is escaped, scripts, event handlers and javascript:
     URLs never survive, links get rel="noopener noreferrer nofollow", images become links
-    (never an <img> that loads by itself)."""
+    (never an <img> that loads by itself). Hidden and control characters (bidi overrides,
+    zero-width...) are shown as marked escapes (sessions/visible.py visible_markup), so a
+    reply cannot read differently from what it is; right-to-left letters stay as they are."""
     html = _markdown.render(text or "")
-    return mark_safe(nh3.clean(html, tags=_ALLOWED_TAGS, attributes=_ALLOWED_ATTRIBUTES,
-                               url_schemes={"http", "https", "mailto"},
-                               link_rel="noopener noreferrer nofollow"))
+    return visible_markup(nh3.clean(html, tags=_ALLOWED_TAGS, attributes=_ALLOWED_ATTRIBUTES,
+                                    url_schemes={"http", "https", "mailto"},
+                                    link_rel="noopener noreferrer nofollow"))
 
 
 def dom_id(prefix: str, raw: Any) -> str:
@@ -146,18 +148,20 @@ def tool_card(call: dict, result: dict | None = None, *,
     tool message dict (None while running); ``approval_state`` the state of the call's
     approval request when it has one; ``started``: announced by ``tool.called`` (else a
     call without result is "queued"). Summary and status come from the arguments and the
-    result's metadata (sessions/tool_cards.py); the arguments are shown visible-safe
-    (sessions/visible.py: hidden and control characters as ⟨U+202E⟩, ⟨CR⟩...)."""
+    result's metadata (sessions/tool_cards.py); the arguments and the output are
+    visible-safe HTML (sessions/visible.py: hidden and control characters as marked
+    ⟨U+202E⟩, ⟨CR⟩... spans), so a file name or command cannot display reversed."""
     output = None if result is None else (result.get("content") or "")
     status, label = tool_status(result=result, approval_state=approval_state,
                                 started=started)
     if output is not None and len(output) > OUTPUT_PREVIEW_CHARS:
         output = output[:OUTPUT_PREVIEW_CHARS] + f"\n… ({len(output):,} chars in all)"
     arguments = call.get("arguments")
-    pretty = visible_text(arguments if isinstance(arguments, str) else json.dumps(
+    pretty = visible_html(arguments if isinstance(arguments, str) else json.dumps(
         arguments, indent=2, ensure_ascii=False))
     name = call.get("name") or "?"
     lines = output.count("\n") + 1 if output else 0
+    output = None if output is None else visible_html(output)
     return {"long_output": lines > LONG_OUTPUT_LINES, "output_lines": lines,"dom_id": dom_id("tool", call.get("id", "")), "name": name,
             "call_id": call.get("id", ""),
             "summary": tool_summary(name, arguments, (result or {}).get("tool_meta")),
@@ -174,11 +178,14 @@ def message_item(message: dict, results: dict[str, dict] | None = None, *,
     ``approvals``: approval state by tool_call_id, and ``started``: the ids of calls
     without a result announced as started; the others are "queued"). ``user_label`` names
     the author of user messages: "You" for the owner, the owner's name for a team admin
-    (viewer_label)."""
+    (viewer_label). ``html`` (Markdown) and ``plain_html`` (a user's text as typed) are
+    visible-safe (sessions/visible.py)."""
     results, approvals = results or {}, approvals or {}
     length = len(message.get("content") or "")
     return {"message": message, "dom_id": dom_id("msg", message["id"]),
             "html": markdown_html(message.get("content", "")), "user_label": user_label,
+            # A user's message is drawn as typed, not as Markdown: visible-safe plain text.
+            "plain_html": visible_html(message.get("content") or ""),
             "long": length > LONG_MESSAGE_CHARS, "length": length,
             "cards": [tool_card(c, results.get(c.get("id")),
                                 approval_state=approvals.get(c.get("id")),
@@ -207,7 +214,7 @@ def outcome_item(turn_id: int, command: str, text: str) -> dict:
     to reduce", the summariser's fallback): the turn has no reply, so without it the user
     cannot tell whether anything happened."""
     return {"kind": "notice", "level": "info", "dom_id": dom_id("turn-outcome", turn_id),
-            "text": text or f"/{command} finished."}
+            "text": visible_html(text or f"/{command} finished.")}
 
 
 def status_item(type: str, payload: dict) -> dict:
@@ -219,7 +226,7 @@ def status_item(type: str, payload: dict) -> dict:
              "turn.awaiting_children": "awaiting_children",
              "turn.awaiting_answer": "awaiting_answer",
              "budget.exceeded": "budget_blocked"}.get(type, "idle")
-    return {"state": state, "reason": payload.get("reason", ""),
+    return {"state": state, "reason": visible_html(str(payload.get("reason") or "")),
             "turn_id": payload.get("turn_id")}
 
 
@@ -281,7 +288,7 @@ def event_html(event: dict, *, user=None, user_label: str = "You") -> str | None
         # an empty one would wait for a user message that is never stored again.
         if type == "turn.queued" and not payload.get("resumed"):
             html += _partial("queued-input", {"turn_id": payload.get("turn_id"),
-                                              "text": payload.get("text", "")})
+                                              "text": visible_html(payload.get("text", ""))})
         if type == "turn.finished" and payload.get("command"):
             outcome = outcome_item(payload.get("turn_id"), payload["command"],
                                    str(payload.get("text") or ""))
@@ -293,7 +300,7 @@ def event_html(event: dict, *, user=None, user_label: str = "You") -> str | None
         if type == "turn.failed":
             html += _partial("notice", {
                 "level": "error", "dom_id": dom_id("turn-error", payload.get("turn_id")),
-                "text": f"The turn failed: {payload.get('reason', '')}"})
+                "text": visible_html(f"The turn failed: {payload.get('reason', '')}")})
         return html
     if type == "clarify.requested":  # the question's call waits for the user, not runs
         question = payload.get("question") or {}
@@ -302,11 +309,12 @@ def event_html(event: dict, *, user=None, user_label: str = "You") -> str | None
         return _partial("tool-card", {"card": _waiting_card_status(question["tool_call_id"])})
     if type == "steer.queued":  # not a status event: the running turn is still running
         return _partial("queued-input", {"turn_id": payload.get("turn_id"), "steer": True,
-                                          "text": payload.get("text", ""),
+                                          "text": visible_html(payload.get("text", "")),
                                           "user_label": user_label})
     if type == "compaction":
         return _partial("compaction-divider", {
-            "dom_id": dom_id("event", event["seq"]), "text": notice_text(type, payload),
+            "dom_id": dom_id("event", event["seq"]),
+            "text": visible_html(notice_text(type, payload)),
             "summary_html": markdown_html(str(payload.get("summary") or ""))})
     if type == "tools.rebuilt" and (payload.get("reason") == "new session"
                                     or not (payload.get("added") or payload.get("removed"))):
@@ -316,7 +324,7 @@ def event_html(event: dict, *, user=None, user_label: str = "You") -> str | None
                 "session.model_changed"):
         return _partial("notice", {"level": "error" if type == "error" else "info",
                                    "dom_id": dom_id("event", event["seq"]),
-                                   "text": notice_text(type, payload)})
+                                   "text": visible_html(notice_text(type, payload))})
     return None
 
 
@@ -404,7 +412,8 @@ def transcript_context(*, session: Session, user, request=None) -> dict:
     the socket; anything already drawn is replaced by DOM id, never appended twice.
 
     Returns {"last_seq", "items", "status", "streaming", "streaming_index", "queued",
-    "approval_cards", "user_label"}.
+    "approval_cards", "user_label", "visible_spec"}. Every free text is visible-safe HTML
+    (sessions/visible.py); ``visible_spec`` lets static/chat.js escape streamed text alike.
     """
     last_seq = Session.objects.values_list("event_seq", flat=True).get(pk=session.pk)
     rows = [message_to_display(m) for m in message_list_display(session=session)]
@@ -455,13 +464,15 @@ def transcript_context(*, session: Session, user, request=None) -> dict:
     if running is None and turns and turns[-1].status == Turn.Status.BUDGET_BLOCKED:
         state, reason = "budget_blocked", turns[-1].error  # resumable once the cap is raised
     approval_cards = APPROVALS.cards_html(session, user, request)
-    queued = [{"turn_id": t.pk, "text": t.input_text[:2000], "steer": t.kind == STEER}
+    queued = [{"turn_id": t.pk, "text": visible_html(t.input_text[:2000]),
+               "steer": t.kind == STEER}
               for t in turns
               if t.user_message_id is None and t.status in (Turn.Status.QUEUED,
                                                             Turn.Status.RUNNING)]
-    return {"last_seq": last_seq, "items": items, "streaming": streaming, "user_label": user_label,
+    return {"last_seq": last_seq, "items": items, "streaming": visible_html(streaming),
+            "user_label": user_label, "visible_spec": visible_spec(),
             "streaming_index": index, "queued": queued, "approval_cards": approval_cards,
-            "status": {"state": state, "reason": reason,
+            "status": {"state": state, "reason": visible_html(reason),
                        "turn_id": running.pk if running else None}}
 
 
@@ -509,7 +520,7 @@ def _turn_footers(turns: list[Turn]) -> dict[int | None, list[dict]]:
         if turn.status == Turn.Status.FAILED and turn.error:
             parts.append({"kind": "notice", "level": "error", "dom_id": dom_id("turn-error",
                                                                                turn.pk),
-                          "text": f"The turn failed: {turn.error}"})
+                          "text": visible_html(f"The turn failed: {turn.error}")})
         if parts:
             footers.setdefault(after, []).extend(parts)
     return footers

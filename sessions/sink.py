@@ -457,7 +457,9 @@ class DbSink:
                purpose: str):
         """(the unsaved UsageRecord, usage event payload) of one provider call; the turn's
         usage totals are counted now."""
-        estimated = usage is None
+        # A transport's own estimate (a cut chat-completions stream, openai_chat.cut_usage)
+        # is flagged like the sink's: neither is a count the provider reported.
+        estimated = usage is None or usage.raw.get("estimated") is True
         if usage is None:  # never let spend silently drop a call (B28): estimate, flagged
             usage = estimated_usage(request, response, self.estimate)
         provider = response.provider or self.session.provider

@@ -20,6 +20,10 @@ callers escape a copy for the page; what runs is never changed here.
   ``<span class="ctl">`` so it stands apart from the same characters typed literally.
 - ``has_hidden(text) -> bool``: does ``text`` hold any such character (the card's warning,
   "contains hidden control characters").
+- ``visible_markup(html) -> SafeString``: sanitised HTML (the chat's rendered Markdown) with
+  the same spans in its text and the plain escapes inside its tags (a link's title).
+- ``visible_spec() -> str``: the set and the names as JSON for static/chat.js, which escapes
+  streamed text the same way in the browser (the page carries it; no second list in JS).
 - ``visible_line(text, max_length)``: ``visible_text`` cut to a column's length, and
   ``VisibleCharField``, the model field that stores short display text (session titles,
   team, schedule and webhook names) through it: the one exception to "display only", for
@@ -28,6 +32,7 @@ callers escape a copy for the page; what runs is never changed here.
 
 from __future__ import annotations
 
+import json
 import re
 
 from django.db import models
@@ -83,6 +88,46 @@ def visible_html(text: str) -> SafeString:
         end = match.end()
     out.append(escape((text or "")[end:]))
     return mark_safe("".join(out))
+
+
+_TAG = re.compile(r"""<(?:[^>"']|"[^"]*"|'[^']*')*>""")
+"""One tag of serialised HTML, quoted attribute values (which may hold ">") included."""
+
+
+def visible_markup(html: str) -> SafeString:
+    """Sanitised, serialised HTML (nh3's output, sessions/rendering.py markdown_html: text
+    already escaped, every attribute quoted) with each hidden or control character in its
+    text replaced by the ``<span class="ctl">`` of ``visible_html``, and inside a tag (an
+    attribute value such as a link's title) by the plain ``⟨NAME⟩``. Markdown and nh3 keep
+    such characters as they are, so a reply's U+202E would otherwise reach the page raw;
+    ordinary right-to-left letters are not in the set and stay as they are."""
+    if not has_hidden(html):
+        return mark_safe(html)
+    out, end = [], 0
+    for tag in _TAG.finditer(html):
+        out.append(_spans(html[end:tag.start()]))
+        out.append(visible_text(tag.group()))
+        end = tag.end()
+    out.append(_spans(html[end:]))
+    return mark_safe("".join(out))
+
+
+def _spans(text: str) -> str:
+    """Already-escaped HTML text with each hidden character as its marked span."""
+    return _HIDDEN.sub(lambda m: f'<span class="ctl" title="hidden character">'
+                                 f"⟨{_name(m.group())}⟩</span>", text)
+
+
+def visible_spec() -> str:
+    """The set and names above as JSON for the browser (static/chat.js ``visibleNodes``):
+    ``{"pattern": JavaScript regex source of the character class, for the "u" flag (every
+    character as ``\\u{hex}``), "names": {code point: short name}}``. Derived from
+    ``_HIDDEN`` itself, so the page and the server can never disagree on which characters
+    are shown."""
+    body = _HIDDEN.pattern[1:-1]  # "[" ... "]": single characters and "a-b" ranges
+    pattern = "[" + "".join(c if c == "-" else f"\\u{{{ord(c):x}}}" for c in body) + "]"
+    return json.dumps({"pattern": pattern, "names": {ord(c): n for c, n in _NAMES.items()}},
+                      separators=(",", ":"))
 
 
 def visible_line(text: str, max_length: int | None = None) -> str:

@@ -77,6 +77,28 @@
     if (window.htmx) htmx.process(el);
   }
 
+  /* Text a model, a tool or a user wrote, as DOM nodes: each hidden or control character
+     (bidi overrides, zero-width...) becomes a marked <span class="ctl">⟨U+202E⟩</span>, as
+     the server draws it, so streamed text cannot read differently from what it is
+     ("Trojan Source"). Which characters, and their names, come from sessions/visible.py
+     through #chat's data-visible (one list, not a copy here); right-to-left letters stay. */
+  var VISIBLE = JSON.parse(chat.dataset.visible || '{"pattern":"[]","names":{}}');
+  function visibleNodes(text) {
+    var out = document.createDocumentFragment(), hidden = new RegExp(VISIBLE.pattern, "gu");
+    var end = 0, match;
+    while ((match = hidden.exec(text)) !== null) {
+      if (match.index > end) out.appendChild(document.createTextNode(text.slice(end, match.index)));
+      var code = match[0].codePointAt(0), mark = document.createElement("span");
+      mark.className = "ctl"; mark.title = "hidden character";
+      mark.textContent = "⟨" + (VISIBLE.names[code] ||
+        "U+" + code.toString(16).toUpperCase().padStart(4, "0")) + "⟩";
+      out.appendChild(mark);
+      end = hidden.lastIndex;
+    }
+    if (end < text.length) out.appendChild(document.createTextNode(text.slice(end)));
+    return out;
+  }
+
   function appendDelta(payload) {
     var bubble = document.getElementById("streaming");
     if (!bubble) {
@@ -86,7 +108,7 @@
       if (empty) empty.remove();
       transcript.appendChild(bubble);
     }
-    bubble.querySelector(".stream-text").textContent += payload.text || "";
+    bubble.querySelector(".stream-text").appendChild(visibleNodes(payload.text || ""));
   }
 
   /* The header badge: the server pushes {"type":"approval.badge","count":n} to each

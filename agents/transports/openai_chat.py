@@ -22,8 +22,9 @@ from typing import Any
 import httpx
 from httpx_sse import EventSource, SSEError
 
+from agents.context.tokens import estimate_payload_tokens, estimate_text_tokens
 from agents.errors import TurnCancelled
-from agents.messages import (Breakpoint, Message, ModelRequest, ModelResponse, ToolCall,
+from agents.messages import (Breakpoint, Message, ModelRequest, ModelResponse, ToolCall, Usage,
                              message_memo)
 from agents.providers import ProviderProfile
 from agents.transports.errors import (PROVIDER_ERRORS, ProviderHTTPError, StreamErrorEvent,
@@ -224,7 +225,9 @@ class OpenAIChatTransport:
                     except ValueError:
                         body = response.text
                     raise ProviderHTTPError(response.status_code, body, response.headers)
-                return read_stream(_sse_data(response), tap, should_stop)
+                return read_stream(_sse_data(response), tap, should_stop,
+                                   prompt_tokens=lambda: estimate_payload_tokens(
+                                       payload, self.profile.tokenizer_family))
 
         kwargs = {"sleep": self._sleep} if self._sleep else {}
         return call_with_retries(attempt, on_text=on_text, policy=self.retry, **kwargs)
@@ -253,33 +256,55 @@ def _sse_data(response: httpx.Response) -> Iterator[str]:
         raise StreamIncomplete(str(exc)) from exc
 
 
-def read_stream(chunks: Iterator[str], tap: TextTap,
-                should_stop: Callable[[], bool]) -> ModelResponse:
+def read_stream(chunks: Iterator[str], tap: TextTap, should_stop: Callable[[], bool], *,
+                prompt_tokens: Callable[[], int] = lambda: 0) -> ModelResponse:
     """Fold chat-completion chunks into a ModelResponse, sending text deltas to ``tap``.
 
     Tool calls accumulate by ``index``; reasoning (``reasoning_content`` / ``reasoning``)
     is kept for display and never sent to ``tap``; the usage chunk may come last with no
     choices. An ``error`` object mid-stream raises StreamErrorEvent; a stream with neither
-    a finish_reason nor ``[DONE]`` raises StreamIncomplete (case B22).
+    a finish_reason nor ``[DONE]`` raises StreamIncomplete (case B22). A stream that fails
+    after its first chunk sets ``tap.billed`` to ``cut_usage`` (``prompt_tokens()``: the
+    estimated input of the request, tokens; only called then, as it walks the payload).
     """
     text: list[str] = []
     reasoning: list[str] = []
     refusal: list[str] = []
     calls: dict[int, dict[str, Any]] = {}
+    received = [False]
     try:
-        return _fold_chunks(chunks, tap, should_stop, text, reasoning, refusal, calls)
+        return _fold_chunks(chunks, tap, should_stop, text, reasoning, refusal, calls, received)
     except PROVIDER_ERRORS as exc:  # a cut or an error event: name the call being written
         tap.interrupted_call = next((s["name"] for _, s in sorted(calls.items())
                                      if s["name"]), None)
+        if received[0]:  # the provider was answering: it bills what it generated
+            generated = "".join([*text, *reasoning, *refusal, *(
+                s["name"] + "".join(s["arguments"]) for _, s in sorted(calls.items()))])
+            tap.billed = cut_usage(prompt_tokens(), generated)
         raise
+
+
+def cut_usage(prompt_tokens: int, generated: str) -> Usage:
+    """The usage of a chat-completions stream that failed after it began (a cut connection,
+    an error event): such a route reports usage only in its last chunk, which never came,
+    yet the provider bills the prompt and every token it generated. Without a figure the
+    attempt was charged nothing and spend was under-counted, while Anthropic's stream
+    reports its input in message_start (anthropic_messages.py). ``prompt_tokens``: the
+    project's estimate of the request (agents/context/tokens.py over the posted payload) as
+    uncached input; ``generated``: the text, reasoning and tool-call names and arguments
+    received, estimated the same way as output (tokens). ``raw`` says ``estimated`` (the
+    record is flagged so) and ``failed``."""
+    return Usage(input_tokens=prompt_tokens, output_tokens=estimate_text_tokens(generated),
+                 raw={"estimated": True, "failed": True})
 
 
 def _fold_chunks(chunks: Iterator[str], tap: TextTap, should_stop: Callable[[], bool],
                  text: list[str], reasoning: list[str], refusal: list[str],
-                 calls: dict[int, dict[str, Any]]) -> ModelResponse:
+                 calls: dict[int, dict[str, Any]], received: list[bool]) -> ModelResponse:
     usage: dict[str, Any] | None = None
     finish, model, done = "", "", False
     for data in chunks:
+        received[0] = True
         if data.strip() == "[DONE]":
             done = True
             break

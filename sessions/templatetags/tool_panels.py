@@ -5,11 +5,37 @@ no change; the same context builders serve the partials' own views."""
 from __future__ import annotations
 
 from django import template
+from django.utils.safestring import SafeString
 
 from sessions.models import ClarifyQuestion, Session
 from sessions.tool_state import todo_items
+from sessions.visible import visible_html, visible_markup, visible_text
 
 register = template.Library()
+
+
+@register.filter
+def visible(text) -> SafeString:
+    """``{{ text|visible }}``: the model's or a user's text with its hidden and bidi
+    characters as marked ⟨U+202E⟩ spans (sessions/visible.py visible_html), for the panels'
+    free text (a todo item, a clarify question, its choices and answer) and the files
+    panel's names (a file the model named ``report⟨U+202E⟩txt.exe``)."""
+    return visible_html("" if text is None else str(text))
+
+
+@register.filter
+def visible_title(text) -> str:
+    """``title="{{ text|visible_title }}"``: plain ⟨U+202E⟩ escapes for an attribute (a
+    tooltip shows text, not a span); the template escapes it as usual."""
+    return visible_text("" if text is None else str(text))
+
+
+@register.filter
+def visible_highlighted(html) -> SafeString:
+    """``{{ html|visible_highlighted }}``: already-escaped, highlighted HTML (a file
+    preview's Pygments output) with its hidden characters as the same marked spans
+    (sessions/visible.py visible_markup)."""
+    return visible_markup(str(html or ""))
 
 
 def todo_context(session: Session) -> dict:

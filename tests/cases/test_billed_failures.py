@@ -7,12 +7,15 @@ layers as the runner wires them."""
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 
 import pytest
 from django.utils import timezone
 
 from accounts.budgets import budget_spent
+from accounts.templatetags.money import usd
+from agents.context.tokens import estimate_payload_tokens, estimate_text_tokens
 from accounts.models import SpendReservation, Team
 from accounts.services import budget_set
 from sessions.models import Message, Turn, UsageRecord
@@ -123,3 +126,45 @@ def test_a_cut_then_a_fallback_route_names_the_route_that_billed(chat, simulator
     assert budget_spent(capped, now=timezone.now()) == sum(
         r.cost_usd for r in records if r.cost_usd is not None)
     assert not SpendReservation.objects.exists()
+
+
+def test_a_cut_chat_completions_stream_is_charged_an_estimate(chat, simulator, use_provider,
+                                                              capped, client):
+    """A chat-completions route reports usage only in the stream's last chunk: a stream cut
+    mid-reply (a tool call cut inside its arguments, no text shown, then retried) used to
+    record nothing for the cut attempt though the provider bills the prompt and what it
+    generated. It now gets a record flagged ``estimated``: input = the token estimator over
+    the posted payload (agents/context/tokens.py), output = the estimate of the arguments
+    received; priced, in the turn's cost line, against the cap and on /spend/."""
+    use_provider("simulator-openai")
+    arguments = {"path": "notes.md", "content": "word " * 400}
+    simulator.state.script = Script([
+        ScriptRule(reply=Reply(text="Done."), tool_result="."),
+        ScriptRule(reply=Reply(tool_calls=(ToolCallSpec(name="write_file",
+                                                        input=arguments),)))])
+    simulator.state.faults.push(Fault(kind="stream_cut", endpoint="openai", after_events=3))
+    session, turn = chat("write the notes")
+    assert turn.status == Turn.Status.COMPLETED, turn.error
+    cut, retried = simulator.state.requests[:2]
+    assert cut.fault == "stream_cut" and retried.fault is None
+    records = list(UsageRecord.objects.filter(turn=turn).order_by("id"))
+    assert len(records) == len(simulator.state.requests)  # the cut attempt too
+    estimate = records[0]
+    assert estimate.estimated is True and estimate.raw.get("failed") is True
+    assert not any(r.estimated for r in records[1:])  # the others reported their usage
+    assert estimate.input_tokens == estimate_payload_tokens(cut.body, "cl100k")
+    assert estimate.input_tokens > 0 and estimate.cache_read_tokens == 0
+    # Only part of the call's arguments arrived: more than nothing, less than all.
+    whole = estimate_text_tokens("write_file" + json.dumps(arguments))
+    assert 0 < estimate.output_tokens < whole
+    assert estimate.provider == "simulator-openai" and estimate.cost_usd > 0
+    total = sum(r.cost_usd for r in records)
+    finished = events(session, "turn.finished")[-1].payload["usage"]
+    assert finished["calls"] == len(records) and Decimal(finished["cost_usd"]) == total
+    assert budget_spent(capped, now=timezone.now()) == total
+    assert not SpendReservation.objects.exists()
+    assert events(session, "usage")[0].payload["estimated"] is True
+    client.force_login(session.owner)
+    page = client.get("/spend/").content.decode()
+    assert f'id="spend-total">{usd(total)}<' in page
+    assert f" · {len(records)} calls · " in page

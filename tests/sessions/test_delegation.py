@@ -427,3 +427,18 @@ def test_a_session_budget_bounds_what_its_child_agents_spend(make_user, alice, s
     budget = Budget.objects.get(scope="session", session=parent)
     lineage = UsageRecord.objects.filter(session__in=[parent, tasks[0].child])
     assert budget_spent(budget, now=timezone.now()) == sum(r.cost_usd for r in lineage)
+
+
+def test_child_card_goals_show_hidden_characters(alice, simulator, login):
+    """A delegated goal is the model's text: the children JSON that static/child_cards.js
+    draws (textContent) carries it with its U+202E as the visible ⟨U+202E⟩
+    (sessions/visible.py), while the child is still given the goal as written."""
+    goals = ["read report\u202etxt.exe", "list the files"]
+    simulator.state.script = Script(delegating_policy(goals=goals))
+    parent = session_create(user=alice)
+    turn_start(session=parent, user=alice, text="delegate two tasks")
+    run(parent.pk)
+    data = login(alice).get(f"/sessions/{parent.pk}/children.json").json()
+    assert [c["goal"] for c in data["children"]] == ["read report⟨U+202E⟩txt.exe",
+                                                     "list the files"]
+    assert ChildTask.objects.filter(parent_session=parent, goal=goals[0]).exists()
