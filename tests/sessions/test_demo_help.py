@@ -10,6 +10,7 @@ import re
 
 import pytest
 
+from agents.backends.sandbox import sandbox_available
 from sessions.models import ChildTask, Message, Session, Turn
 from sessions.services import session_create, turn_start
 from sessions.tasks import turn_run_task
@@ -31,10 +32,13 @@ SETTLED = {Turn.Status.COMPLETED, Turn.Status.FAILED, Turn.Status.CANCELLED,
 then say which ones are not a success)."""
 
 
-@pytest.fixture
-def alice(make_user, hermes_settings):
+@pytest.fixture(params=["local", pytest.param("sandbox", marks=pytest.mark.skipif(
+    not sandbox_available(), reason="bubblewrap unusable here"))])
+def alice(request, make_user, hermes_settings):
+    """A user whose commands run on the backend a new user gets: the sandbox where
+    bubblewrap works (`make run`'s auto), the local host otherwise."""
     hermes_settings.HERMES = {**hermes_settings.HERMES, "RETRY_BASE_DELAY": 0.01,
-                              "BACKEND": "local"}
+                              "BACKEND": request.param}
     return make_user("alice", team="red")
 
 
