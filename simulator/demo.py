@@ -23,23 +23,35 @@ SLOW_STEP_SECONDS = 4
 """How long each step of the "slow demo" sleeps (a real `sleep` in the command backend, so
 the turn runs long enough for a person to type a correction and steer it)."""
 SLOW_STEPS = 3
-_SLOW = re.compile(r"\b(?:slow|steer(?:ing)?)\s+demo\b", re.IGNORECASE)
+_SLOW = re.compile(r"^\s*(?:slow|steer(?:ing)?)\s+demo\s*[.!]*\s*$", re.IGNORECASE)
+"""The slow demo's trigger: the whole message, like a command (a user's finding: "recall
+slow demo" ran the demo instead of searching for it, because the phrase matched anywhere)."""
+_HELP = re.compile(r"^\s*help\s*[.!?]*\s*$", re.IGNORECASE)
+"""The help trigger: the whole message, so "help me write hello.txt" writes the file."""
 _STEERED = "the user steered the turn"
 """What agents/steer.py STEERED_RESULT says in each call a correction overtook (read as text,
 as a real model reads it)."""
 
-HELP = (f"{LABEL} I am the provider simulator, not a real model. Try:\n"
+HELP = (f"{LABEL} I am the provider simulator, not a real model. Type any phrase in "
+        "double quotes as it stands; each works in a new session's workspace:\n"
         "- \"list the files and read README.md\" (terminal + read_file)\n"
-        "- \"read notes.txt\", \"write hello.txt\"\n"
-        "- \"patch hello.txt: old -> new\" or \"replace old with new in hello.txt\"\n"
-        "- \"search TODO\" (search_files), \"run pytest -q\" (terminal)\n"
-        "- \"skills\", \"skill <name>\", \"recall <topic>\" / \"search history <topic>\"\n"
+        "- \"write hello.txt\" or \"write hello.txt with hi there\" (write_file)\n"
+        "- \"patch README.md: Welcome -> Hello\" or \"replace Hermes with demo in README.md\" "
+        "(patch)\n"
+        "- \"search workspace\" (search_files), \"run wc -l README.md\" (terminal)\n"
+        "- \"skills\" (skills_list; view one by typing skill and its name), \"recall README\" "
+        "or \"search history README\" (session_search)\n"
         "- \"delegate three tasks\" or \"delegate: list the files; read README.md\" (child "
         "agents, one per task)\n"
         f"- \"slow demo\" (three steps of {SLOW_STEP_SECONDS} s each, to try Steer: while they "
-        "run, type a correction such as \"stop after step one\" and press Steer or Alt+Enter)")
+        "run, type a correction such as \u201cstop after step one\u201d and press Steer or "
+        "Alt+Enter)")
+"""What "help" answers. Every phrase in straight double quotes is an example a new user can
+type as-is in a brand-new session (tests/sessions/test_demo_help.py runs each one), so they
+only name files every new workspace has (the welcome README.md) or that they create; the
+steer correction is in curly quotes because it is typed inside a running slow demo."""
 
-DEFAULT_DELEGATED = ("list the files", "read README.md", "search TODO")
+DEFAULT_DELEGATED = ("list the files", "read README.md", "search workspace")
 """The tasks of "delegate three tasks" when the user names none."""
 _GOAL = re.compile(r"^Goal:\n(.+?)(?:\n\n|\Z)", re.MULTILINE | re.DOTALL)
 """A child agent's first message (agents/tools/delegate.py child_prompt) names its goal."""
@@ -231,9 +243,9 @@ def demo_policy(request: ScriptRequest) -> Reply:
     if not request.tool_names:
         return _text(f"{LABEL} Summary: the conversation so far had {request.iteration} "
                      "assistant replies; no tools are available for this answer.")
-    if re.search(r"^\s*help\b", text, re.IGNORECASE):
+    if _HELP.match(text):
         return _text(HELP)
-    if _SLOW.search(text):
+    if _SLOW.match(text):
         return _slow_demo()
     calls = _planned_calls(text)
     if calls is None:

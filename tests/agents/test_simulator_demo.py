@@ -4,11 +4,14 @@ interrupted turn's tool results. Pure request parsing plus one round over real H
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import anthropic
 import pytest
 
 from simulator import ScriptRequest, SimulatorServer
-from simulator.demo import demo_policy
+from simulator.demo import HELP, SLOW_STEPS, demo_policy
 
 MODEL = "claude-sim"
 TOOLS = [{"name": n, "description": f"{n} tool", "input_schema": {"type": "object"}}
@@ -157,3 +160,59 @@ def test_a_landed_correction_is_acknowledged_or_obeyed(wire: str) -> None:
     reply = demo_policy(ScriptRequest.from_body(wire, _steered_body(wire, "read notes.txt")))
     assert [(c.name, c.input["path"]) for c in reply.tool_calls] == [("read_file", "notes.txt")]
     assert "Got your correction" in reply.text
+
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+FULL_TOOLS = [{"name": n, "description": f"{n} tool", "input_schema": {"type": "object"}}
+              for n in ("read_file", "write_file", "terminal", "session_search")]
+
+
+def _ask(client: anthropic.Anthropic, text: str) -> anthropic.types.Message:
+    """One request over real HTTP with ``text`` as the only user message."""
+    return client.messages.create(model=MODEL, max_tokens=2048, tools=FULL_TOOLS,
+                                  messages=[{"role": "user", "content": text}])
+
+
+def _calls(message: anthropic.types.Message) -> list[tuple[str, dict]]:
+    return [(b.name, b.input) for b in message.content if b.type == "tool_use"]
+
+
+def _documented_triggers() -> list[str]:
+    """The whole-message commands the README tells a new user to send ("send `slow demo`",
+    "Type `help`"), read from it so a renamed trigger breaks this test, not the demo."""
+    text = README.read_text()
+    found = re.findall(r"(?:send|[Tt]ype) `([^`]+)`", text)
+    assert "slow demo" in found and "help" in found, found
+    return found
+
+
+def test_documented_triggers_fire_as_whole_messages(client: anthropic.Anthropic) -> None:
+    for phrase in _documented_triggers():
+        for typed in (phrase, f"  {phrase.upper()}  ", f"{phrase.capitalize()}."):
+            message = _ask(client, typed)
+            text = message.content[0].text
+            if phrase == "help":
+                assert text == HELP and not _calls(message), typed
+            else:
+                assert [name for name, _ in _calls(message)] == ["terminal"] * SLOW_STEPS
+                assert "Slow demo:" in text, typed
+    assert '"slow demo"' in HELP
+
+
+@pytest.mark.parametrize("typed, expected", [
+    # A user's finding: "recall slow demo" ran the slow demo instead of searching for it.
+    ("recall slow demo", [("session_search", {"query": "slow demo"})]),
+    ("search history for slow demo", [("session_search", {"query": "slow demo"})]),
+    ("don't start the slow demo yet", []),
+    ("help me write hello.txt", [("write_file", {"path": "hello.txt",
+                                                 "content": "Hello from the simulated "
+                                                            "model.\n"})]),
+    ("what is the slow demo?", []),
+    ("is there a help page?", []),
+])
+def test_a_message_that_only_contains_a_trigger_does_not_fire_it(
+        client: anthropic.Anthropic, typed: str, expected: list) -> None:
+    message = _ask(client, typed)
+    text = message.content[0].text
+    assert "Slow demo:" not in text and text != HELP, typed
+    assert _calls(message) == expected
