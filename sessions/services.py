@@ -19,7 +19,8 @@ from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
 from agents.errors import ToolError
-from agents.tools.workspace import Workspace, tree_remove
+from agents.tools.workspace import Workspace
+from agents.tools.workspace_remove import tree_remove
 from agents.wording import plural
 from sessions.events import event_append, group_publish, session_group
 from sessions.hooks import APPROVALS, DELETION_HOOKS, TEAMS
