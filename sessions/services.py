@@ -134,6 +134,8 @@ def _untouched(session: Session) -> bool:
     if any(hook.describe(session) for hook in DELETION_HOOKS):
         return False
     root = Path(settings.HERMES["WORKSPACE_ROOT"]) / str(session.pk)
+    if root.is_symlink():  # not what session_create made
+        return False
     if not root.exists():
         return True
     workspace = Workspace(root)
