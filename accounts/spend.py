@@ -203,12 +203,20 @@ def spend_by_provider(by_model: list[dict]) -> list[dict]:
     return sorted(out.values(), key=lambda r: r["usd"] or ZERO, reverse=True)
 
 
+DELETED_SESSIONS = "Deleted sessions"
+"""The /spend/ row that sums the usage of sessions deleted since (sessions/services.py
+session_delete keeps their usage rows)."""
+
+
 def spend_by_session(rows: QuerySet[UsageRecord], window: DateRange, limit: int = 50) -> list[dict]:
-    """``spend_by`` session, with each session's title."""
+    """``spend_by`` session, with each session's title. The usage of deleted sessions
+    (``session`` NULL: the money stays spent) is one group, "Deleted sessions"."""
     groups = spend_by(rows, window, "session", limit=limit)
     titles = dict(Session.objects.filter(pk__in=[g["session"] for g in groups])
                   .values_list("pk", "title"))
-    return [{**g, "title": titles.get(g["session"], "")} for g in groups]
+    return [{**g, "title": titles.get(g["session"], "") if g["session"] is not None
+             else DELETED_SESSIONS} for g in groups]
+
 
 
 MEMBER_SORTS = {"spend": "-usd", "-spend": "usd", "name": "username", "-name": "-username",

@@ -179,6 +179,30 @@ def schedule_delete(*, schedule: Schedule) -> None:
             task.delete()  # delete(), not a queryset delete: beat watches the signal
 
 
+SESSION_DELETED = "its target session was deleted"
+"""The paused reason a schedule shows once the session it appended to was deleted."""
+
+
+def schedules_targeting(session: Session) -> list[str]:
+    """One sentence per schedule that appends to ``session``, for the session's delete
+    confirmation (sessions/hooks.py DeletionHook.describe)."""
+    return [f"Schedule “{name}” appends to this session: it will be paused (its runs would "
+            "have nowhere to go)."
+            for name in Schedule.objects.filter(session=session, target=Schedule.Target.SESSION)
+            .order_by("name").values_list("name", flat=True)]
+
+
+def schedules_pause_for_deleted(session: Session) -> None:
+    """Pause every schedule that appends to ``session`` with SESSION_DELETED as its reason,
+    inside the session's delete transaction (DeletionHook.detach); its ``session`` is then
+    set NULL by the delete, so it cannot be resumed into another conversation."""
+    for schedule in (Schedule.objects.select_for_update(of=("self",))
+                     .select_related("periodic_task")
+                     .filter(session=session, target=Schedule.Target.SESSION)):
+        if schedule.periodic_task_id is not None:
+            schedule_set_enabled(schedule=schedule, enabled=False, reason=SESSION_DELETED)
+
+
 def schedule_fire(*, schedule_id: int, trigger: str = "beat") -> ScheduleRun | None:
     """One firing: record a ScheduleRun and queue an unattended Turn (origin="schedule")
     built from the registered scaffold plus this run's tail. Returns the run, or None when
@@ -211,7 +235,7 @@ def schedule_fire(*, schedule_id: int, trigger: str = "beat") -> ScheduleRun | N
                 run.error = "the target session no longer exists; the schedule was paused"
                 run.save()
                 schedule_set_enabled(schedule=schedule, enabled=False,
-                                     reason="its target session was deleted")
+                                     reason=SESSION_DELETED)
                 return run
         else:
             session = session_create(user=schedule.owner,

@@ -112,6 +112,14 @@ class SessionAdmin(admin.ModelAdmin):
     date_hierarchy = "created_at"
     actions = ["rebuild_tool_schema"]
 
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        """No: a session is deleted by its owner (sessions/services.py session_delete),
+        which refuses while a turn is busy, removes the workspace, pauses schedules and
+        audits; a delete from here would skip all of that. Staff still inspect every
+        session that exists, and a deleted one's usage rows (session empty) and its
+        "session.deleted" audit entry."""
+        return False
+
     @admin.action(description="Rebuild the tool schema (now if idle, else before the next turn)")
     def rebuild_tool_schema(self, request: HttpRequest, queryset: QuerySet) -> None:
         """The admin caller of the one rebuild function (sessions/toolbox.py)."""

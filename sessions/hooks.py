@@ -141,3 +141,32 @@ def _set(target: object, hooks: dict[str, Callable[..., Any]]) -> None:
         raise TypeError(f"unknown hooks for {type(target).__name__}: {sorted(unknown)}")
     for name, fn in hooks.items():
         setattr(target, name, fn)
+
+
+@dataclass(frozen=True)
+class DeletionHook:
+    """What an app whose rows point at a session does about them when the session is
+    deleted (sessions/services.py session_delete), registered at its ready().
+
+    describe(session) -> list[str]: one sentence per row of that app that targets the
+      session, saying what deletion will do to it (shown on the confirmation page; a
+      non-empty answer also means the session is in use and is never reused as an empty
+      "New session").
+    detach(session) -> None: run inside the delete transaction before the rows go (pause a
+      schedule, …); it must not commit on its own.
+    """
+
+    describe: Callable[[Any], list[str]]
+    detach: Callable[[Any], None] = lambda session: None
+
+
+DELETION_HOOKS: list[DeletionHook] = []
+"""Registered by schedules/apps.py and webhooks/apps.py (their rows point at sessions)."""
+
+
+def deletion_register(*, describe: Callable[[Any], list[str]],
+                      detach: Callable[[Any], None] | None = None) -> None:
+    """Register what an app does about its rows that target a deleted session."""
+    hook = DeletionHook(describe=describe, detach=detach or (lambda session: None))
+    if hook not in DELETION_HOOKS:
+        DELETION_HOOKS.append(hook)

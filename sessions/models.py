@@ -208,7 +208,12 @@ class UsageRecord(models.Model):
     transaction (accounts/pricing.py); NULL means unknown, ``cost_unknown_reason`` says why;
     ``rate_source`` and ``rate_fetched_at`` say where the rates came from and when."""
 
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="usage_records")
+    # SET_NULL, not CASCADE: money spent stays spent when its session is deleted
+    # (sessions/services.py session_delete). Every cap and /spend/ total keys on ``user`` and
+    # ``team``, stored here at write time, so they keep counting the row; NULL here reads
+    # as "a deleted session".
+    session = models.ForeignKey(Session, null=True, blank=True, on_delete=models.SET_NULL,
+                                related_name="usage_records")
     turn = models.ForeignKey(Turn, null=True, blank=True, on_delete=models.SET_NULL,
                              related_name="usage_records")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL,

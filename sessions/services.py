@@ -7,20 +7,30 @@ starts a turn.
 
 from __future__ import annotations
 
+import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import F
+from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
-from sessions.events import event_append
-from sessions.hooks import TEAMS
+from agents.errors import ToolError
+from agents.tools.workspace import Workspace
+from agents.tools.workspace_remove import tree_remove
+from agents.wording import plural
+from sessions.events import event_append, group_publish, session_group
+from sessions.hooks import APPROVALS, DELETION_HOOKS, TEAMS
+from sessions.leases import lease_live
 from sessions.models import Message, Session, Turn
 from sessions.steer import STEER, turn_running
 from sessions.visible import visible_line
 from sessions.waits import WAITING_STATUSES, turn_ended, turn_resume_on_commit, waits_cancel
+
+log = logging.getLogger("hermes.sessions")
 
 DEFAULT_TITLE = "New session"
 WELCOME_README = """# Welcome to your Hermes workspace
@@ -80,6 +90,62 @@ def session_create(*, user, title: str = "", team=None, provider: str = "",
     if not readme.exists():
         readme.write_text(WELCOME_README)
     return session
+
+
+REUSE_CANDIDATES = 5
+"""Newest empty sessions looked at (workspace included) before a new one is created."""
+
+
+def session_create_or_reuse(*, user, provider: str = "") -> tuple[Session, bool]:
+    """What "New session" does: the user's newest empty, untouched session of the same team,
+    provider and model when there is one (returned with True, its ``last_activity_at``
+    bumped so it heads the lists), else a new one (session_create, False).
+
+    Empty and untouched: top level, not archived, not pinned, the default title, no message,
+    turn or event ever (a rename, a model change or a turn appends one), nothing of another
+    app pointing at it (a schedule or webhook: DELETION_HOOKS' describe), and a workspace
+    holding at most the welcome README as written. The check and the create run under a
+    lock of the user's row (on SQLite, the IMMEDIATE transaction), so two concurrent POSTs
+    (a double click) give one session. Raises ValidationError for an unconfigured
+    provider, before anything is looked at."""
+    provider, model = (check_provider(provider, provider_model(provider)) if provider
+                       else provider_default())
+    team = TEAMS.team_default(user)
+    with transaction.atomic():
+        list(get_user_model().objects.select_for_update().filter(pk=user.pk)
+             .values_list("pk", flat=True))
+        candidates = (Session.objects.filter(
+            owner=user, team=team, parent__isnull=True, archived=False, pinned=False,
+            title=DEFAULT_TITLE, provider=provider, model=model, message_count=0,
+            event_seq=0)
+            .exclude(Exists(Turn.objects.filter(session=OuterRef("pk"))))
+            .exclude(Exists(Message.objects.filter(session=OuterRef("pk"))))
+            .order_by("-pk")[:REUSE_CANDIDATES])
+        for session in candidates:
+            if _untouched(session):
+                Session.objects.filter(pk=session.pk).update(last_activity_at=timezone.now())
+                return session, True
+        return session_create(user=user, team=team, provider=provider, model=model), False
+
+
+def _untouched(session: Session) -> bool:
+    """No other app's row targets ``session`` and its workspace holds nothing but the
+    welcome README as session_create wrote it (read through the confined Workspace)."""
+    if any(hook.describe(session) for hook in DELETION_HOOKS):
+        return False
+    root = Path(settings.HERMES["WORKSPACE_ROOT"]) / str(session.pk)
+    if root.is_symlink():  # not what session_create made
+        return False
+    if not root.exists():
+        return True
+    workspace = Workspace(root)
+    try:
+        names = [name for name, _ in workspace.entries(".")]
+        if not set(names) <= {"README.md"}:
+            return False
+        return not names or workspace.read_bytes("README.md") == WELCOME_README.encode()
+    except ToolError:  # a link, a directory or a second hard link named README.md
+        return False
 
 
 TITLE_FROM_MESSAGE_CHARS = 60
@@ -454,3 +520,120 @@ def session_model_set(*, session: Session, provider: str, model: str) -> Session
             "new model on the next turn, so that request starts without a warm cache."})
     session.provider, session.model, session.system_prompt = provider, model, ""
     return session
+
+
+@dataclass(frozen=True)
+class DeletionPreview:
+    """What deleting a session would do, for the confirmation page: ``busy`` is the
+    refusal (empty when it may be deleted now); the counts and ``effects`` (one sentence
+    per schedule or webhook that targets it) say what goes and what is changed."""
+
+    busy: str
+    messages: int
+    children: int
+    effects: list[str]
+
+
+DELETE_BUSY = ("This session has a turn running, queued or waiting (for an approval, an "
+               "answer or its child agents). Stop it first, then delete the session.")
+DELETE_CHILD = ("A child agent's session belongs to the session that delegated to it; it is "
+                "deleted with that session.")
+DELETE_GONE = "That session was already deleted."
+
+
+def _family(session: Session) -> list[int]:
+    """``session``'s id and those of every session below it (child agents and theirs), one
+    query per generation: what deleting it removes (``parent`` cascades)."""
+    ids, frontier = [session.pk], [session.pk]
+    for _ in range(16):  # delegation depth is bounded far below this
+        frontier = list(Session.objects.filter(parent_id__in=frontier)
+                        .values_list("pk", flat=True))
+        if not frontier:
+            break
+        ids.extend(frontier)
+    return ids
+
+
+def _delete_refusal(session: Session, family: list[int]) -> str:
+    """Why ``session`` cannot be deleted now ("" when it can): a child agent's session, or
+    a turn of it or of one of its child agents running, queued or waiting, or a worker
+    holding a turn lease of one of them."""
+    if session.parent_id is not None:
+        return DELETE_CHILD
+    if Turn.objects.filter(session_id__in=family, status__in=BUSY_STATUSES).exists():
+        return DELETE_BUSY
+    if any(lease_live(session=member) for member in Session.objects.filter(pk__in=family)):
+        return DELETE_BUSY
+    return ""
+
+
+def session_delete_preview(*, session: Session) -> DeletionPreview:
+    """What session_delete would do to ``session`` now (read-only)."""
+    family = _family(session)
+    return DeletionPreview(
+        busy=_delete_refusal(session, family),
+        messages=Message.objects.filter(session=session).count(),
+        children=len(family) - 1,
+        effects=[line for hook in DELETION_HOOKS for line in hook.describe(session)])
+
+
+def session_delete(*, session: Session, user) -> str:
+    """Delete ``session`` (its owner, ``user``, asked): its messages, turns, events, child
+    agents' sessions, approval requests (a pending one can no longer be decided), todo list
+    and webhooks go; schedules that append to it are paused (DELETION_HOOKS); its usage
+    rows stay, with ``session`` NULL, so /spend/ and every spend cap keep counting the
+    money (they key on the row's user and team). An AuditEntry records who deleted what.
+
+    Refused with ValidationError, nothing changed, for a child agent's session and while a
+    turn of it (or of a child) runs, is queued or waits, or a worker holds its lease. The
+    check and the delete are ONE transaction holding the lineage row lock every transcript
+    writer takes, so no turn starts in between; a concurrent delete that won finds nothing
+    (ValidationError DELETE_GONE). After commit: the workspace directory is removed
+    without following links (agents/tools/workspace.py tree_remove) and the session's open
+    sockets are told to re-check, so they close with "not available". Returns the title."""
+    if session.owner_id != user.pk:
+        raise ValidationError("Only the session's owner can delete it.")
+    with transaction.atomic():
+        _lock_lineage(session)
+        current = Session.objects.filter(pk=session.pk).first()
+        if current is None:
+            raise ValidationError(DELETE_GONE)
+        family = _family(current)
+        refusal = _delete_refusal(current, family)
+        if refusal:
+            raise ValidationError(refusal)
+        effects = [line for hook in DELETION_HOOKS for line in hook.describe(current)]
+        for hook in DELETION_HOOKS:
+            hook.detach(current)
+        APPROVALS.audit(action="session.deleted", session=current, detail={
+            "session_id": current.pk, "title": current.title, "owner_id": user.pk,
+            "owner": user.get_username(), "deleted_by": user.get_username(),
+            "messages": Message.objects.filter(session=current).count(),
+            "children": len(family) - 1, "effects": effects})
+        Session.objects.filter(pk__in=family).delete()
+        root = Path(settings.HERMES["WORKSPACE_ROOT"])
+        transaction.on_commit(lambda: _after_delete(root, current.pk, family))
+    return current.title
+
+
+def _after_delete(root: Path, session_id: int, family: list[int]) -> None:
+    """After the delete committed: remove the workspace (children share the top session's)
+    and make the sockets of every deleted session re-check (sessions/consumers.py
+    session_check: the session is gone, so they close with 4404). A workspace that cannot
+    be removed is logged; no session can reach it again (ids are never reused)."""
+    try:
+        if root.is_dir():
+            tree_remove(root, str(session_id))
+    except OSError:
+        log.exception("session %s deleted, but its workspace %s could not be removed",
+                      session_id, root / str(session_id))
+    for member in family:
+        group_publish(session_group(member), {}, kind="session.check")
+
+
+def session_delete_summary(preview: DeletionPreview) -> str:
+    """One line for the confirmation page: what goes with the session."""
+    parts = [plural(preview.messages, "message")]
+    if preview.children:
+        parts.append(f"{plural(preview.children, 'child agent session')}")
+    return ", ".join(parts)

@@ -14,6 +14,8 @@ urlpatterns = [
     path("sessions/<int:session_id>/rename/", views.session_rename_view, name="session_rename"),
     path("sessions/<int:session_id>/archive/", views.session_archive_view,
          name="session_archive"),
+    path("sessions/<int:session_id>/delete/", views.session_delete_view,
+         name="session_delete"),
     path("sessions/<int:session_id>/rewind/", views.session_rewind_view, name="session_rewind"),
     path("sessions/<int:session_id>/events/", views.event_list_view, name="event_list"),
     path("sessions/<int:session_id>/children.json", views.session_children_view,

@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.html import escape
 from django.utils.safestring import mark_safe
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect, reswap, retarget
 
 from agents.wording import plural
@@ -32,10 +32,11 @@ from sessions.selectors import (Sidebar, event_list_after, message_list_display,
                                 session_visible_q)
 from sessions.files import file_preview, file_read, file_tree, file_upload, upload_max_bytes
 from sessions.gauge import gauge_events, session_context_gauge
-from sessions.services import (message_edit, message_id_parse, provider_choices,
-                               session_archive, session_create, session_fork, session_model_set,
-                               session_pin, session_rename, session_rewind, turn_regenerate,
-                               turn_start, turn_steer, turn_stop)
+from sessions.services import (DELETE_GONE, message_edit, message_id_parse, provider_choices,
+                               session_archive, session_create_or_reuse, session_delete,
+                               session_delete_preview, session_delete_summary, session_fork,
+                               session_model_set, session_pin, session_rename, session_rewind,
+                               turn_regenerate, turn_start, turn_steer, turn_stop)
 from sessions.steer import turn_running
 from sessions.visible import visible_text
 
@@ -66,11 +67,14 @@ def session_list_view(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def session_create_view(request: HttpRequest) -> HttpResponse:
-    """POST: start a new session and open it. ``provider`` (optional): one of the
-    configured provider profiles (sessions/services.py provider_choices); a refused one
-    goes back to the page it came from with the reason."""
+    """POST: open a new session: the user's newest empty, untouched one when there is one
+    (sessions/services.py session_create_or_reuse: "New session" pressed again, or twice,
+    does not pile up empty rows), else a new one. ``provider`` (optional): one of the
+    configured provider profiles (provider_choices); a refused one goes back to the page it
+    came from with the reason."""
     try:
-        session = session_create(user=request.user, provider=request.POST.get("provider", ""))
+        session, _ = session_create_or_reuse(user=request.user,
+                                             provider=request.POST.get("provider", ""))
     except ValidationError as exc:
         messages.error(request, " ".join(exc.messages))
         return redirect("session_list")
@@ -397,6 +401,49 @@ def session_archive_view(request: HttpRequest, session_id: int) -> HttpResponse:
     archived = request.POST.get("archived", "1") != "0"
     session_archive(session=session, archived=archived)
     messages.success(request, f"{'Archived' if archived else 'Restored'} “{session.title}”.")
+    return redirect("session_list")
+
+
+DELETED_KEY = "hermes_deleted_sessions"
+"""The login's Django-session key listing the ids of sessions it deleted lately, so a
+second POST of the same delete (a double click, a resubmitted form) is answered "already
+deleted" to the one who deleted it, while everyone else gets the usual 404."""
+DELETED_REMEMBERED = 20
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def session_delete_view(request: HttpRequest, session_id: int) -> HttpResponse:
+    """GET: the confirmation page (what goes, what stays, what is paused; the refusal when
+    a turn is busy). POST (CSRF-checked like every form): delete it (sessions/services.py
+    session_delete) and go to the session list. Owner only: anyone else, a team admin
+    included, gets 404 as for an unknown session."""
+    try:
+        session = session_get(user=request.user, session_id=session_id, write=True)
+    except Http404:
+        if request.method == "POST" and session_id in request.session.get(DELETED_KEY, []):
+            messages.info(request, DELETE_GONE)
+            return redirect("session_list")
+        raise
+    if request.method == "GET":
+        preview = session_delete_preview(session=session)
+        return render(request, "sessions/delete.html", {
+            "session": session, "preview": preview,
+            "summary": session_delete_summary(preview),
+            "session_cost": MONEY.session_costs([session.pk]).get(session.pk)})
+    try:
+        title = session_delete(session=session, user=request.user)
+    except ValidationError as exc:
+        text = " ".join(exc.messages)
+        if text == DELETE_GONE:  # a concurrent POST of the same delete won
+            messages.info(request, text)
+            return redirect("session_list")
+        messages.error(request, text)
+        return redirect("session_delete", session_id=session.pk)
+    request.session[DELETED_KEY] = ([session.pk] + request.session.get(DELETED_KEY, [])
+                                    )[:DELETED_REMEMBERED]
+    messages.success(request, f"Deleted “{title}”. What it cost stays counted on the Spend "
+                              "page.")
     return redirect("session_list")
 
 

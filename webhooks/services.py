@@ -51,6 +51,15 @@ class Reception:
     body: dict = field(default_factory=dict)
 
 
+def webhooks_targeting(session: Session) -> list[str]:
+    """One sentence per webhook of ``session``, for the session's delete confirmation
+    (sessions/hooks.py DeletionHook.describe): it is deleted with the session."""
+    return [f"Webhook “{name}” delivers to this session: it will be deleted and its URL "
+            "answers 404 from then on."
+            for name in Webhook.objects.filter(session=session).order_by("name")
+            .values_list("name", flat=True)]
+
+
 def _new_secret() -> str:
     return "whsec_" + secrets.token_urlsafe(32)
 

@@ -123,9 +123,12 @@ def assert_one_new_button(page, expected: str, viewport: dict) -> None:
 
 
 def alt_n_starts_a_session(page, url: str) -> None:
-    before = page.url
-    page.keyboard.press("Alt+n")
-    page.wait_for_url(lambda u: u != before and "/sessions/" in u)
+    """Alt+N presses the New session button shown: a session page loads (from an empty
+    session that is the same one again: "New session" reuses an untouched empty session
+    instead of piling up rows, sessions/services.py session_create_or_reuse)."""
+    with page.expect_navigation():
+        page.keyboard.press("Alt+n")
+    assert "/sessions/" in page.url
     page.wait_for_selector("#composer-text")
     wait_for_chat(page)
 
