@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from accounts.models import Team
+from accounts.models import Budget, Team
 from accounts.money import usd
 from accounts.services import budget_set
 from sessions.models import RunEvent, Turn, UsageRecord
@@ -78,3 +78,9 @@ def test_budget_notices_name_the_cap_and_the_spend_with_the_same_precision(make_
     stop = RunEvent.objects.get(session=session, type="budget.exceeded")
     assert stop.payload["reason"] == "team budget of $0.125/day reached; resets at 00:00 UTC"
     assert Turn.objects.get(session=session).error == stop.payload["reason"]
+
+
+def test_a_budget_reads_the_same_in_the_admin():
+    """The Django admin lists budgets by their str(): the cap as the pages write it."""
+    budget = Budget(scope="session", session_id=3, period="day", limit_usd=D("0.1250"))
+    assert str(budget) == "session 3: $0.125/day"
