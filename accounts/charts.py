@@ -16,7 +16,7 @@ from xml.etree import ElementTree as ET
 
 import pygal
 
-from agents.spend_caps import usd
+from accounts.money import usd
 
 # pygal builds un-namespaced elements and writes xmlns as a plain attribute.
 
@@ -37,8 +37,9 @@ def _chart(days: tuple[tuple[date, Decimal], ...], title: str) -> str:
     chart.x_labels = [f"{d:%b %d}" for d, _ in days]
     chart.x_labels_major = [f"{d:%b %d}" for i, (d, _) in enumerate(days) if i % step == 0]
     chart.add("USD", [float(v) for _, v in days])
-    # Our own ticks, not pygal's: its scale over a small range steps by less than a cent
-    # while usd() rounds to cents, so labels repeated ("$0.02" three times).
+    # Our own ticks, not pygal's: its scale over a small range stepped finer than the
+    # labels' precision, so labels repeated ("$0.02" three times). An axis labels every
+    # tick with the same decimals (y_ticks), unlike usd(), which drops trailing zeros.
     chart.y_labels = [{"value": float(value), "label": label}
                       for value, label in y_ticks(max((v for _, v in days), default=Decimal(0)))]
     tree = chart.render_tree()

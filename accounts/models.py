@@ -9,6 +9,7 @@ from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils import timezone
 
+from accounts.money import usd
 from agents.pricing import BUCKETS, override_validate
 
 from agents.policy.command_rules import DEFAULT_ADMIN_ONLY_CLASSES
@@ -134,7 +135,7 @@ class Budget(models.Model):
 
     def __str__(self) -> str:
         owner = self.team or self.user or (f"session {self.session_id}" if self.session_id else "")
-        return f"{owner}: ${self.limit_usd}/{self.period}"
+        return f"{owner}: {usd(self.limit_usd)}/{self.period}"  # the admin's list, as the UI
 
     def clean(self) -> None:
         owners = {"user": self.user_id, "team": self.team_id, "session": self.session_id}

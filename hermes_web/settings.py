@@ -87,6 +87,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "django.contrib.humanize",  # naturaltime: "30 seconds ago", never "0 minutes ago"
     "channels",
     "django_htmx",
     "template_partials",

@@ -431,6 +431,7 @@ def transcript_context(*, session: Session, user, request=None) -> dict:
     unanswered = {c.get("id") for m in rows if m["role"] == "assistant"
                   for c in m.get("tool_calls") or [] if c.get("id") not in results}
     started = started_call_ids(session=session, ledgered=True, among=unanswered)
+    notices = _budget_notices(session=session, last_seq=last_seq)
     items: list[dict] = []
     shown_results: set[str] = set()
     for m in rows:
@@ -439,11 +440,12 @@ def transcript_context(*, session: Session, user, request=None) -> dict:
         if m["role"] == "tool":
             if m["tool_call_id"] not in shown_results:
                 items.append({"kind": "tool", "card": _orphan_result(m)})
-            continue
-        item = message_item(m, results, user_label=user_label, approvals=approvals,
-                            started=started)
-        shown_results.update(c.get("id") for c in m.get("tool_calls") or [])
-        items.append({"kind": "message", "item": item})
+        else:
+            item = message_item(m, results, user_label=user_label, approvals=approvals,
+                                started=started)
+            shown_results.update(c.get("id") for c in m.get("tool_calls") or [])
+            items.append({"kind": "message", "item": item})
+        items.extend(notices.pop(m["id"], ()))
     for rest in footers.values():
         items.extend(rest)
     running = next((t for t in reversed(turns) if t.status in (
@@ -474,6 +476,30 @@ def transcript_context(*, session: Session, user, request=None) -> dict:
             "streaming_index": index, "queued": queued, "approval_cards": approval_cards,
             "status": {"state": state, "reason": visible_html(reason),
                        "turn_id": running.pk if running else None}}
+
+
+NOTICES_KEPT = ("budget.warning",)
+"""Notice events a reload draws where the live page drew them: a budget warning is the only
+sign that a turn ran close to its cap, and a Resume after the stop must not erase it."""
+
+
+def _budget_notices(*, session: Session, last_seq: int) -> dict[int, list[dict]]:
+    """The notices of NOTICES_KEPT events up to ``last_seq``, keyed by the id of the message
+    stored last before each (the live page appended the notice after it), with the live
+    page's DOM id (``event-<seq>``), so a replayed event replaces it. Budget notices are
+    few: one anchor query each."""
+    notices: dict[int, list[dict]] = {}
+    for event in RunEvent.objects.filter(session=session, type__in=NOTICES_KEPT,
+                                         seq__lte=last_seq).order_by("seq"):
+        anchor = (RunEvent.objects.filter(session=session, type="message.added",
+                                          seq__lt=event.seq).order_by("-seq")
+                  .values_list("payload__message__id", flat=True).first())
+        if anchor is None:
+            continue
+        notices.setdefault(anchor, []).append({
+            "kind": "notice", "level": "info", "dom_id": dom_id("event", event.seq),
+            "text": notice_text(event.type, event.payload)})
+    return notices
 
 
 UNFINISHED = (Turn.Status.QUEUED, Turn.Status.RUNNING, *WAITING_STATUSES)

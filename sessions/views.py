@@ -383,8 +383,10 @@ def session_rename_view(request: HttpRequest, session_id: int) -> HttpResponse:
     except ValidationError as exc:
         error = " ".join(exc.messages)
     if request.htmx:
+        # The swapped-in row is drawn like the list's rows, its cost included.
+        row = MONEY.sessions_with_cost(Session.objects.filter(pk=session.pk)).get()
         return render(request, "sessions/list.html#session-row",
-                      {"session": session, "rename_error": error,
+                      {"session": row, "rename_error": error,
                        # echoed visible-safe, as it would be stored (sessions/visible.py)
                        "rename_value": visible_text(request.POST.get("title", ""))},
                       status=400 if error else 200)

@@ -44,6 +44,13 @@
      append it to the transcript (before a streaming bubble, which always stays last). */
   function place(el) {
     var existing = el.id ? document.getElementById(el.id) : null;
+    /* A turn's usage line comes with its end. A turn stopped by a budget and resumed ends
+       twice: its final line belongs after the resumed reply, where a reload draws it
+       (sessions/rendering.py _turn_footers), not where the stop left the first one. */
+    if (existing && el.classList.contains("usage")) {
+      existing.remove();
+      existing = null;
+    }
     if (existing) {
       /* Finished states (sessions/tool_cards.py FINISHED_STATUSES): never back to running,
          nor to queued (a reply's card before its call started). */
@@ -139,6 +146,27 @@
     if (!e.detail.successful) leaving = false;
   });
 
+  /* The header's session cost (#session-cost): each "usage" event is one provider call
+     (sessions/sink.py), carrying its cost as a decimal string, or null when unknown. Summed
+     in billionths of a dollar (static/money.js), never as floats, and written by the same
+     formatter as the server's, so the live header reads what a reload would. */
+  function addCallCost(payload) {
+    var head = document.getElementById("session-cost");
+    if (!head) return;
+    var money = window.hermesMoney;
+    var unknown = Number(head.dataset.unknown) || 0;
+    if (payload.cost_usd === null || payload.cost_usd === undefined) {
+      unknown += 1;
+    } else {
+      head.dataset.usd = money.fromNanos(money.nanos(head.dataset.usd || "0") +
+                                         money.nanos(payload.cost_usd));
+    }
+    head.dataset.unknown = String(unknown);
+    head.textContent = money.usd(head.dataset.usd || "0") +
+      (unknown ? " + " + unknown + " unknown" : "");
+    head.hidden = false;
+  }
+
   function signal(name) { document.body.dispatchEvent(new CustomEvent(name)); }
 
   /* Notifications while the tab is hidden: a count in the title, and a browser
@@ -180,6 +208,8 @@
     var payload = frame.payload || {};
     if (frame.type === "text.delta") {
       appendDelta(payload);
+    } else if (frame.type === "usage") {
+      addCallCost(payload);
     } else if (frame.type === "session.updated" && payload.title) {
       var heading = document.getElementById("session-title");
       heading.textContent = payload.title;

@@ -16,11 +16,10 @@
   var POLL_MS = 1500, EMPTY_TRIES = 20;
   var timer = null, inFlight = false, emptyTries = 0;
 
+  /* static/money.js, the twin of the server's formatter (accounts/money.py). */
   function usd(text) {
     if (text === null || text === undefined) return "cost unknown";
-    var n = Number(text);
-    if (n !== 0 && Math.abs(n) < 0.01) return "$" + n.toFixed(4);
-    return "$" + n.toFixed(2);
+    return window.hermesMoney.usd(text);
   }
 
   function sections() {

@@ -1,20 +1,17 @@
-"""Template filters for money: ``{{ amount|usd }}`` ("$0.0123", "$20.00", "—" for None)."""
-
-from decimal import Decimal
+"""Template filters for money: ``{{ amount|usd }}`` ("$0.125", "$20.00", "—" for None),
+written by accounts/money.py ``usd``, the one formatter (static/money.js is its twin)."""
 
 from django import template
 
-from agents.spend_caps import usd as usd_text
+from accounts import money
 
 register = template.Library()
 
 
 @register.filter
 def usd(amount) -> str:
-    """USD as the app writes it everywhere (agents/spend_caps.py usd); None → "—"."""
-    if amount is None or amount == "":
-        return "—"
-    return usd_text(Decimal(str(amount)))
+    """USD as the app writes it everywhere (accounts/money.py usd); None → "—"."""
+    return money.usd(amount)
 
 
 @register.filter

@@ -12,6 +12,7 @@ import pytest
 from django.utils import timezone
 
 from accounts.models import Budget, Team
+from accounts.money import usd
 from approvals.models import AuditEntry
 from sessions.models import Turn, UsageRecord
 from sessions.services import session_create, turn_start
@@ -50,8 +51,6 @@ def test_a_real_turn_shows_its_dollars_in_chat_header_list_and_export(people, lo
     client = login(mia)
     page = client.get(f"/sessions/{session.pk}/").content.decode()
     assert 'class="cost"' in page and 'id="session-cost"' in page
-    from agents.spend_caps import usd
-
     assert usd(total) in page
     listing = client.get("/").content.decode()
     assert usd(total) in listing

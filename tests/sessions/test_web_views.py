@@ -5,6 +5,7 @@ waiting for an approval cancels the request and ends the turn."""
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -13,7 +14,7 @@ from agents.messages import ToolCall
 from agents.policy import Decision
 from approvals.models import ApprovalRequest
 from approvals.services import approval_request_create
-from sessions.models import RunEvent, Turn
+from sessions.models import RunEvent, Turn, UsageRecord
 from sessions.services import session_create, turn_stop
 
 pytestmark = pytest.mark.django_db
@@ -64,3 +65,21 @@ def test_stop_while_waiting_for_an_approval_cancels_it(chat):
     assert RunEvent.objects.filter(session=chat, type="turn.cancelled").count() == 1
     assert chat.stop_requested is False  # no worker would ever clear it
     assert turn_stop(session=chat) is False  # nothing left to stop
+
+
+def test_a_renamed_row_keeps_its_cost_and_says_seconds_not_minutes(client, chat):
+    """The session list's rename swaps the row in place (htmx): it showed no cost until a
+    reload. The row's time reads "… seconds ago"/"now" under a minute, never "0 minutes"."""
+    UsageRecord.objects.create(session=chat, user=chat.owner, provider="simulator",
+                               model="hermes-simulator", cost_usd=Decimal("0.0125"))
+    client.force_login(chat.owner)
+    # timesince joins "0" and "minutes" with a no-break space
+    listing = client.get("/").content.decode().replace("\xa0", " ")
+    assert '<span class="session-cost">$0.0125</span>' in listing
+    assert "0 minutes" not in listing
+    response = client.post(f"/sessions/{chat.pk}/rename/", {"title": "Renamed"},
+                           headers={"HX-Request": "true"})
+    row = response.content.decode().replace("\xa0", " ")
+    assert response.status_code == 200 and "Renamed" in row
+    assert '<span class="session-cost">$0.0125</span>' in row
+    assert "0 minutes" not in row and ("seconds ago" in row or "now" in row)
