@@ -68,6 +68,9 @@ EXPECTED: dict[str, Expect] = {
     "session_rename": Expect(method="POST", owner=302, other=404, admin=404,
                              data={"title": "renamed"}),
     "session_archive": Expect(method="POST", owner=302, other=404, admin=404),
+    # the confirmation page (a POST would delete the world's session for the rows after it;
+    # the POST's own matrix is tests/sessions/test_delete.py)
+    "session_delete": Expect(method="GET", owner=200, other=404, admin=404),
     "session_rewind": Expect(method="POST", owner=302, other=404, admin=404),
     # the interface (issue 14): writes are the owner's; reads (gauge, files) the team admin's too
     "message_edit": Expect(method="POST", owner=302, other=404, admin=404,
