@@ -5,8 +5,11 @@ which thing was wrong (a link, or a file where a directory was needed)."""
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import stat
+from collections.abc import Callable
+from typing import Any
 
 from agents.errors import ToolError
 
@@ -41,6 +44,22 @@ def os_refusal(exc: OSError, shown: str, *, doing: str = "open") -> ToolError:
     if exc.errno in (errno.EACCES, errno.EPERM):
         return ToolError(f"path '{quoted}': permission denied.")
     return ToolError(f"cannot {doing} '{quoted}': {exc.strerror or type(exc).__name__}.")
+
+
+def refusing(doing: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator for a Workspace method whose first argument is a path: an OSError that
+    escapes it becomes ``os_refusal``'s ToolError (naming the path as given), so no caller,
+    the files panel or a tool, ever gets a bare OSError for a path it typed."""
+    def wrap(method: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(method)
+        def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return method(self, *args, **kwargs)
+            except OSError as exc:
+                path = args[0] if args else kwargs.get("path", ".")
+                raise os_refusal(exc, os.fspath(path), doing=doing) from None
+        return run
+    return wrap
 
 
 def dir_refusal(exc: OSError, shown: str, parent_fd: int, parts: tuple[str, ...],

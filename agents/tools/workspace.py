@@ -23,13 +23,9 @@ Paths are interpreted lexically first: relative to the root, ``~`` meaning the r
 absolute path only when it lies under the root, ``..`` only while it stays inside. Because
 no symlink is ever followed, the lexical reading is what the kernel opens.
 
-Every method raises ToolError, never a bare OSError: whatever the kernel says about a
-path the model or a person typed (a name over 255 bytes, a loop of links, a file where a
-directory was needed, a permission) becomes one sentence naming the path as given
-(agents/tools/refusals.py), so the files panel answers 400/404 and a tool gets its reason.
-
 Whether an inside path is protected (instruction files, config) is the policy's business
-(agents/policy/__init__.py), not this module's. No Django here.
+(agents/policy/__init__.py), not this module's. No Django here. No bare OSError leaves a
+method: the kernel's word on a path (too long, a loop…) is a ToolError (refusals.py).
 """
 
 from __future__ import annotations
@@ -42,7 +38,7 @@ from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 
 from agents.errors import ToolError
-from agents.tools.refusals import LINK_REFUSAL, dir_refusal, os_refusal
+from agents.tools.refusals import LINK_REFUSAL, dir_refusal, os_refusal, refusing
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -206,11 +202,9 @@ class Workspace:
     def read_bytes(self, path: str | os.PathLike[str]) -> bytes:
         """The whole content of the regular file ``path`` (see ``open_file``)."""
         with os.fdopen(self.open_file(path), "rb") as handle:
-            try:
-                return handle.read()
-            except OSError as exc:  # EIO and the like, after a clean open
-                raise os_refusal(exc, os.fspath(path), doing="read") from None
+            return handle.read()
 
+    @refusing("look at")
     def lstat(self, path: str | os.PathLike[str]) -> os.stat_result | None:
         """The entry's own stat (a link is reported as a link), None when it or a parent is
         missing. Raises ToolError when a parent component is a link."""
@@ -223,8 +217,6 @@ class Workspace:
             return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
         except FileNotFoundError:
             return None
-        except OSError as exc:  # ENAMETOOLONG and the like: a reason, not a crash
-            raise os_refusal(exc, os.fspath(path)) from None
         finally:
             os.close(dir_fd)
 
@@ -289,8 +281,7 @@ class Workspace:
             except FileExistsError:
                 return False
             except OSError as exc:
-                raise os_refusal(exc, f"{os.fspath(directory)}/{name}",
-                                 doing="write") from None
+                raise os_refusal(exc, f"{os.fspath(directory)}/{name}", doing="write") from None
             self._fown(fd)
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
@@ -316,16 +307,13 @@ class Workspace:
 
     # -- listing -------------------------------------------------------------------------
 
+    @refusing("list")
     def entries(self, path: str | os.PathLike[str] = ".") -> list[tuple[str, os.stat_result]]:
         """(name, own stat) of each entry of directory ``path``, sorted by name; links are
         reported as links, never followed."""
         with self.dir(path) as fd:
-            try:
-                names = sorted(os.listdir(fd))
-            except OSError as exc:
-                raise os_refusal(exc, os.fspath(path), doing="list") from None
             out = []
-            for name in names:
+            for name in sorted(os.listdir(fd)):
                 try:
                     out.append((name, os.stat(name, dir_fd=fd, follow_symlinks=False)))
                 except OSError:  # gone meanwhile, or not ours to look at: not listed
