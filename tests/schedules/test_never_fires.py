@@ -109,7 +109,10 @@ def test_a_stored_never_firing_schedule_is_shown_and_can_be_deleted(alice, login
     page = client.get(f"/schedules/{legacy.pk}/")
     assert page.status_code == 200 and "never fires" in page.content.decode()
     assert "Delete</button>" in page.content.decode()
-    # Other work on the page goes on: a new (valid) schedule is created.
+    # Other work on the page goes on: a refused form re-renders the list, a valid one saves.
+    refused = client.post("/schedules/", _form(name="", cron_expression="0 3 * * *"))
+    assert refused.status_code == 400 and "Give the schedule a name" in refused.content.decode()
+    assert "never fires" in refused.content.decode()
     created = client.post("/schedules/", _form(name="daily", cron_expression="0 3 * * *"))
     assert created.status_code == 302
     assert client.post(f"/schedules/{legacy.pk}/pause/").status_code == 302
