@@ -10,15 +10,20 @@ A cron expression here is exactly five fields, ``minute hour day-of-month month
 day-of-week``, the form celery's ``crontab`` (and so the beat scheduler) accepts; macros
 (``@daily``) and a sixth seconds field are refused so that what the preview shows is what
 beat runs. Times are UTC (settings.TIME_ZONE; the beat rows are stored with UTC).
+
+With both day fields restricted a run needs both (``0 0 13 * 5``: Friday the 13th), as
+celery's crontab reads them, so croniter is asked with ``day_or=False``. An expression whose
+fields are each in range but that matches no date (``0 0 31 2 *``) is refused here, never
+stored: croniter cannot compute its next run and celery's crontab refuses to load it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 from cron_descriptor import Options, get_description
-from croniter import croniter
+from croniter import CroniterError, croniter
 
 MIN_INTERVAL_SECONDS = 60
 """The shortest interval (and, through cron's minute field, the shortest cron period): each
@@ -27,6 +32,11 @@ schedule."""
 
 MAX_INTERVAL_SECONDS = 366 * 24 * 3600
 """The longest interval: a year and a day (past it, write a cron expression)."""
+
+_PROBE_FROM = datetime(2000, 1, 1, tzinfo=timezone.utc)
+"""Where the "does it ever fire" probe starts: fixed, so the answer never depends on the
+clock. Every date that exists recurs within croniter's 50-year search (weekdays repeat
+every 28 years, 29 February included)."""
 
 
 class ScheduleError(ValueError):
@@ -69,7 +79,27 @@ def cron_parse(expression: str) -> CronFields:
         raise ScheduleError(f"'{text}' is not a valid cron expression: check each field's "
                             "range (minute 0-59, hour 0-23, day 1-31, month 1-12, "
                             "weekday 0-6).")
+    try:
+        _fire_times(text, after=_PROBE_FROM, count=1)
+    except ScheduleError:
+        raise ScheduleError(
+            f"'{text}' never fires: no date matches its day-of-month, month and day-of-week "
+            "together (e.g. 30 or 31 February, 31 April). Choose a day that exists in the "
+            "month(s).") from None
     return CronFields(*parts)
+
+
+def _fire_times(expression: str, *, after: datetime, count: int) -> list[datetime]:
+    """The next ``count`` fire times of a syntactically valid ``expression`` after ``after``,
+    with celery's day rule (both day fields must match: ``day_or=False``). Raises
+    ScheduleError when they cannot be computed: no matching date within croniter's search
+    (CroniterBadDateError) or a year past 9999 (OverflowError); never croniter's own."""
+    try:
+        it = croniter(expression, after, day_or=False)
+        return [it.get_next(datetime) for _ in range(max(0, count))]
+    except (CroniterError, ValueError, OverflowError) as exc:
+        raise ScheduleError(f"The next run of '{expression}' cannot be computed "
+                            f"({exc}).") from None
 
 
 def cron_describe(expression: str) -> str:
@@ -87,13 +117,11 @@ def cron_describe(expression: str) -> str:
 
 def cron_next_runs(expression: str, *, after: datetime, count: int = 5) -> list[datetime]:
     """The next ``count`` fire times strictly after ``after`` (an aware datetime), in its
-    time zone. Raises ScheduleError for an invalid expression, ValueError for a naive
-    ``after``."""
+    time zone. Raises ScheduleError for an invalid expression or one that never fires (or
+    whose next runs cannot be computed), ValueError for a naive ``after``."""
     if after.tzinfo is None:
         raise ValueError("after must be timezone-aware")
-    fields = cron_parse(expression)
-    it = croniter(fields.expression, after)
-    return [it.get_next(datetime) for _ in range(max(0, count))]
+    return _fire_times(cron_parse(expression).expression, after=after, count=count)
 
 
 def interval_check(seconds: int) -> int:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
+from celery.schedules import crontab
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
@@ -25,8 +26,9 @@ from django_celery_beat.models import CrontabSchedule, IntervalSchedule, Periodi
 
 from agents.cache import register_stable_prefix
 from agents.messages import Message as AgentMessage
-from agents.schedule_rules import (ScheduleError, cron_describe, cron_next_runs, cron_parse,
-                                   interval_check, interval_describe, interval_next_runs)
+from agents.schedule_rules import (CronFields, ScheduleError, cron_describe, cron_next_runs,
+                                   cron_parse, interval_check, interval_describe,
+                                   interval_next_runs)
 from agents.unattended import schedule_message
 from schedules.models import Schedule, ScheduleRun
 from sessions.models import Session, Turn, UsageRecord
@@ -47,12 +49,32 @@ class Timing:
     next_runs: list[datetime]
 
 
+def beat_cron(expression: str) -> CronFields:
+    """The fields of ``expression`` when the beat can fire it: croniter's rules
+    (agents/schedule_rules.py: five fields, in range, a date that exists) and celery's
+    crontab, which the DatabaseScheduler builds from the stored row. croniter accepts forms
+    celery refuses (``L``, ``W``, ``#``, ``?``, weekday 7); beat would skip such a row
+    silently, so it is refused here with ScheduleError, like a bad field."""
+    fields = cron_parse(expression)
+    try:
+        crontab(minute=fields.minute, hour=fields.hour, day_of_month=fields.day_of_month,
+                month_of_year=fields.month_of_year, day_of_week=fields.day_of_week)
+    except ValueError:
+        raise ScheduleError(
+            f"'{fields.expression}' cannot be run by the scheduler: use numbers or names, "
+            "ranges (1-5), lists (1,15) and steps (*/15) in each field; L, W, #, ? and "
+            "weekday 7 are not supported (Sunday is 0).") from None
+    return fields
+
+
 def timing_preview(*, kind: str, cron_expression: str = "", interval_seconds: int | None = None,
                    start: datetime | None = None, count: int = 5) -> Timing:
     """Description and next ``count`` runs of a timing (raises ScheduleError with the
-    readable reason). ``start``: when an interval was last run or created (default now)."""
+    readable reason: a stored row that never fires gets one too, never a crash).
+    ``start``: when an interval was last run or created (default now)."""
     now = timezone.now()
     if kind == Schedule.Kind.CRON:
+        cron_expression = beat_cron(cron_expression).expression
         return Timing(cron_describe(cron_expression),
                       cron_next_runs(cron_expression, after=now, count=count))
     if kind == Schedule.Kind.INTERVAL:
@@ -91,7 +113,7 @@ def _check(*, user, name: str, prompt: str, kind: str, cron_expression: str,
                             "file and name it in the prompt.")
     try:
         if kind == Schedule.Kind.CRON:
-            cron_expression = cron_parse(cron_expression).expression
+            cron_expression = beat_cron(cron_expression).expression
             interval_seconds = None
         elif kind == Schedule.Kind.INTERVAL:
             interval_seconds = interval_check(interval_seconds if interval_seconds is not None
@@ -117,12 +139,12 @@ def _check(*, user, name: str, prompt: str, kind: str, cron_expression: str,
 def _beat_timing(fields: dict) -> dict:
     """The django-celery-beat schedule row for ``fields`` (shared rows, get_or_create)."""
     if fields["kind"] == Schedule.Kind.CRON:
-        cron = cron_parse(fields["cron_expression"])
-        crontab, _ = CrontabSchedule.objects.get_or_create(
+        cron = beat_cron(fields["cron_expression"])
+        row, _ = CrontabSchedule.objects.get_or_create(
             minute=cron.minute, hour=cron.hour, day_of_month=cron.day_of_month,
             month_of_year=cron.month_of_year, day_of_week=cron.day_of_week,
             timezone=settings.TIME_ZONE)
-        return {"crontab": crontab}
+        return {"crontab": row}
     interval, _ = IntervalSchedule.objects.get_or_create(
         every=fields["interval_seconds"], period=IntervalSchedule.SECONDS)
     return {"interval": interval}

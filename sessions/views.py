@@ -210,10 +210,13 @@ def gauge_view(request: HttpRequest, session_id: int) -> HttpResponse:
 @login_required
 @require_GET
 def files_view(request: HttpRequest, session_id: int) -> HttpResponse:
-    """The workspace panel: the file tree, and the preview of ``path`` when given."""
+    """The workspace panel: the file tree, and the preview of ``path`` when given. A path
+    the workspace refuses (missing, a link, too long, …) is a 400 whose panel says why
+    (htmx swaps 400s: base.html's responseHandling)."""
     session = session_get(user=request.user, session_id=session_id)
-    return render(request, "sessions/files.html#files-panel",
-                  _files_context(request, session, request.GET.get("path", "")))
+    context = _files_context(request, session, request.GET.get("path", ""))
+    return render(request, "sessions/files.html#files-panel", context,
+                  status=400 if context["files_error"] else 200)
 
 
 def _files_context(request: HttpRequest, session, path: str, error: str = "") -> dict:

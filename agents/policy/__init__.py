@@ -274,12 +274,12 @@ def _decide_paths(call: ToolCall, targets: tuple[tuple[str, Access], ...], ctx: 
     workspace = os.path.realpath(ctx.workspace)
     resolved = [resolve_path(p, ctx) for p in paths]
     shown = ", ".join(real for _, real in resolved)
-    for lexical, real in resolved:
+    for given, (lexical, real) in zip(paths, resolved):  # reasons name the path as given
         if is_sensitive(real, ctx):
-            return _d("deny", "app_config", f"{real} is the application's own configuration "
+            return _d("deny", "app_config", f"{given} is the application's own configuration "
                       "or a credential file", "app_config", real)
         if not is_within(real, workspace):
-            return _d("deny", "outside_workspace", f"{real} resolves outside the session "
+            return _d("deny", "outside_workspace", f"{given} resolves outside the session "
                       "workspace", "host_write" if write else "host_read", real)
     if not write:
         return _d("allow", "read_only", "read-only tool inside the workspace", "", shown)

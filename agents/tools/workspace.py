@@ -24,7 +24,8 @@ absolute path only when it lies under the root, ``..`` only while it stays insid
 no symlink is ever followed, the lexical reading is what the kernel opens.
 
 Whether an inside path is protected (instruction files, config) is the policy's business
-(agents/policy/__init__.py), not this module's. No Django here.
+(agents/policy/__init__.py), not this module's. No Django here. No bare OSError leaves a
+method: the kernel's word on a path (too long, a loop…) is a ToolError (refusals.py).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 
 from agents.errors import ToolError
-from agents.tools.refusals import LINK_REFUSAL, dir_refusal
+from agents.tools.refusals import LINK_REFUSAL, dir_refusal, os_refusal, refusing
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -203,6 +204,7 @@ class Workspace:
         with os.fdopen(self.open_file(path), "rb") as handle:
             return handle.read()
 
+    @refusing("look at")
     def lstat(self, path: str | os.PathLike[str]) -> os.stat_result | None:
         """The entry's own stat (a link is reported as a link), None when it or a parent is
         missing. Raises ToolError when a parent component is a link."""
@@ -247,7 +249,7 @@ class Workspace:
                 raise
             return old is not None
         except OSError as exc:
-            raise ToolError(f"cannot write '{shown}': {exc.strerror or exc}") from None
+            raise os_refusal(exc, shown, doing="write") from None
         finally:
             os.close(dir_fd)
 
@@ -278,6 +280,8 @@ class Workspace:
                              | os.O_CLOEXEC, 0o644, dir_fd=dir_fd)
             except FileExistsError:
                 return False
+            except OSError as exc:
+                raise os_refusal(exc, f"{os.fspath(directory)}/{name}", doing="write") from None
             self._fown(fd)
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
@@ -303,6 +307,7 @@ class Workspace:
 
     # -- listing -------------------------------------------------------------------------
 
+    @refusing("list")
     def entries(self, path: str | os.PathLike[str] = ".") -> list[tuple[str, os.stat_result]]:
         """(name, own stat) of each entry of directory ``path``, sorted by name; links are
         reported as links, never followed."""
@@ -311,7 +316,7 @@ class Workspace:
             for name in sorted(os.listdir(fd)):
                 try:
                     out.append((name, os.stat(name, dir_fd=fd, follow_symlinks=False)))
-                except FileNotFoundError:
+                except OSError:  # gone meanwhile, or not ours to look at: not listed
                     continue
             return out
 
@@ -353,7 +358,7 @@ def open_regular_at(dir_fd: int, name: str, shown: str) -> int:
             raise ToolError(f"path '{shown}' {LINK_REFUSAL}") from None
         if exc.errno == errno.ENXIO:  # a socket
             raise ToolError(f"'{shown}' is not a regular file") from None
-        raise ToolError(f"cannot open '{shown}': {exc.strerror}") from None
+        raise os_refusal(exc, shown) from None
     try:
         info = os.fstat(fd)
         if stat.S_ISDIR(info.st_mode):
