@@ -282,7 +282,12 @@ def test_bare_bubblewrap_already_takes_a_detached_process_down(tmp_path):
                           workspace=workspace, cwd=workspace, env={"PATH": "/usr/bin:/bin"},
                           bwrap=bwrap_path(), run_as=run_as)
         subprocess.run(argv, check=True, timeout=30, capture_output=True)
-        left = alive(mark)
+        # The kernel's kill of the namespace is delivered as bwrap's init exits, but a
+        # process still being torn down can show in /proc for a moment on a loaded host
+        # (one CI run saw it): give the kill a bounded moment, never a pass without it.
+        deadline = time.monotonic() + 2.0
+        while (left := alive(mark)) and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert watch.seen.is_set()
         assert left == []
 
