@@ -50,6 +50,7 @@ from agents.spend_caps import (
     worst_case_usd)
 from agents.context.tokens import estimate_payload_tokens
 from sessions.models import Session, UsageRecord
+from sessions.selectors import LINEAGE_WALK_MAX, session_descendants
 
 WAIT_POLL_SECONDS = 0.2
 
@@ -63,8 +64,6 @@ class Admission:
     reserved_usd: Decimal | None = Decimal(0)
 
 
-LINEAGE_WALK_MAX = 16
-"""Generations followed up or down the parent links (delegation depth is far below)."""
 
 
 def session_ancestors(session) -> list[int]:
@@ -75,19 +74,6 @@ def session_ancestors(session) -> list[int]:
         ids.append(parent_id)
         parent_id = Session.objects.filter(pk=parent_id).values_list(
             "parent_id", flat=True).first()
-    return ids
-
-
-def session_descendants(session_id: int) -> list[int]:
-    """``session_id`` and every session below it (children, their children), one query per
-    generation."""
-    ids, frontier = [session_id], [session_id]
-    for _ in range(LINEAGE_WALK_MAX):
-        frontier = list(Session.objects.filter(parent_id__in=frontier)
-                        .values_list("id", flat=True))
-        if not frontier:
-            break
-        ids.extend(frontier)
     return ids
 
 

@@ -15,6 +15,24 @@ from sessions.hooks import TEAMS
 from sessions.models import Message, RunEvent, Session
 
 
+LINEAGE_WALK_MAX = 16
+"""Generations followed up or down the parent links (delegation depth is far below)."""
+
+
+def session_descendants(session_id: int) -> list[int]:
+    """``session_id`` and every session below it (child agents, theirs), parents first, one
+    query per generation: what a session's budget covers (accounts/budgets.py) and what
+    deleting it removes (``parent`` cascades; sessions/services.py)."""
+    ids, frontier = [session_id], [session_id]
+    for _ in range(LINEAGE_WALK_MAX):
+        frontier = list(Session.objects.filter(parent_id__in=frontier)
+                        .values_list("id", flat=True))
+        if not frontier:
+            break
+        ids.extend(frontier)
+    return ids
+
+
 def admin_team_ids(*, user) -> list[int]:
     """Ids of the teams in which ``user`` is an admin (accounts/ answers: sessions/hooks.py)."""
     if not user.is_authenticated:

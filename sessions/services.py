@@ -26,6 +26,7 @@ from sessions.events import event_append, group_publish, session_group
 from sessions.hooks import APPROVALS, DELETION_HOOKS, TEAMS
 from sessions.leases import lease_live
 from sessions.models import Message, Session, Turn
+from sessions.selectors import session_descendants
 from sessions.steer import STEER, turn_running
 from sessions.visible import visible_line
 from sessions.waits import WAITING_STATUSES, turn_ended, turn_resume_on_commit, waits_cancel
@@ -541,19 +542,6 @@ DELETE_CHILD = ("A child agent's session belongs to the session that delegated t
 DELETE_GONE = "That session was already deleted."
 
 
-def _family(session: Session) -> list[int]:
-    """``session``'s id and those of every session below it (child agents and theirs), one
-    query per generation: what deleting it removes (``parent`` cascades)."""
-    ids, frontier = [session.pk], [session.pk]
-    for _ in range(16):  # delegation depth is bounded far below this
-        frontier = list(Session.objects.filter(parent_id__in=frontier)
-                        .values_list("pk", flat=True))
-        if not frontier:
-            break
-        ids.extend(frontier)
-    return ids
-
-
 def _delete_refusal(session: Session, family: list[int]) -> str:
     """Why ``session`` cannot be deleted now ("" when it can): a child agent's session, or
     a turn of it or of one of its child agents running, queued or waiting, or a worker
@@ -569,7 +557,7 @@ def _delete_refusal(session: Session, family: list[int]) -> str:
 
 def session_delete_preview(*, session: Session) -> DeletionPreview:
     """What session_delete would do to ``session`` now (read-only)."""
-    family = _family(session)
+    family = session_descendants(session.pk)
     return DeletionPreview(
         busy=_delete_refusal(session, family),
         messages=Message.objects.filter(session=session).count(),
@@ -598,7 +586,7 @@ def session_delete(*, session: Session, user) -> str:
         current = Session.objects.filter(pk=session.pk).first()
         if current is None:
             raise ValidationError(DELETE_GONE)
-        family = _family(current)
+        family = session_descendants(current.pk)
         refusal = _delete_refusal(current, family)
         if refusal:
             raise ValidationError(refusal)

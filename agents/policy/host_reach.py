@@ -9,9 +9,8 @@ Why (a second user's attack on the policy-only local backend, HERMES_LOCAL_CONFI
   the *command's* process, so neither the text (``normpath`` folds ``cwd/..`` away) nor the
   policy's own ``realpath`` (which follows the *worker's* ``/proc/self``) says where it
   lands. Such a path asks under every confinement mode (``through_process``).
-- ``python3 -c "open('..'+'/2/x','w')"``, ``sed '1e cmd'``, ``tar -xPf``: code the policy
-  does not parse (or parses only for literal paths) and extraction with absolute member
-  names write anywhere the worker's user may. Where the policy is the only guard (no
+- ``python3 -c "open('..'+'/2/x','w')"`` and ``tar -xPf``: code the policy does not parse
+  (or parses only for literal paths) and extraction with absolute member names write anywhere the worker's user may. Where the policy is the only guard (no
   Landlock, no sandbox) they ask (``opaque_reach``); with confinement the kernel holds the
   boundary, as the same attack showed.
 - ``ps eww``: BSD ``e`` prints every process's environment (secrets passed by environment),
@@ -38,12 +37,6 @@ descriptor (/dev/fd/<n>, /proc/self/fd/<n>) is not: see QUIET_DEVICES."""
 
 _CODE_FREE = frozenset({"--version", "-V", "--help", "-h", "-VV"})
 """Interpreter options that run no code at all."""
-_SED_EXEC = re.compile(
-    r"(?:^|[;\n{}])\s*(?:(?:\d+|\$|/(?:[^/\\]|\\.)*/)(?:\s*,\s*(?:\d+|\$|/(?:[^/\\]|\\.)*/))?)?"
-    r"\s*!?\s*e(?:\s|;|$)"
-    r"|(?:^|[;\n{}])\s*(?:[^s;\n{}]*?)s(.)(?:(?!\1)[^\\]|\\.)*\1(?:(?!\1)[^\\]|\\.)*\1[gpiImM0-9]*e")
-"""GNU sed's ``e`` command (run a shell command) and the ``e`` flag of ``s`` (run the
-pattern space as a command): shell commands inside a sed script."""
 _AWK_REACH = re.compile(r"system\s*\(|getline|[|>]")
 """An awk program that runs a command or opens a file by a string (``system(x)``,
 ``print > f``, ``cmd | getline``): the string may be computed."""
@@ -98,7 +91,7 @@ def opaque_reach(cmd: SimpleCommand) -> str | None:
     """Why what ``cmd`` touches cannot be told from its words, for a host where the policy
     is the only guard, or None: an interpreter running code (inline, a heredoc, a script:
     its file accesses may be computed strings), awk (its ``system()`` and redirections take
-    computed strings), sed's ``e``, and extraction that keeps absolute or ``..`` member
+    computed strings), and extraction that keeps absolute or ``..`` member
     names (``tar -P``/``--absolute-names``, ``unzip -:``, ``cpio -i``, ``pax -r``)."""
     for layer in cmd.layers:
         if not layer:
@@ -108,8 +101,6 @@ def opaque_reach(cmd: SimpleCommand) -> str | None:
             return f"{name} runs code whose file accesses the policy cannot follow"
         if name in AWKS and any(_AWK_REACH.search(a) for a in args):
             return f"{name}'s program may run commands or open files named at run time"
-        if name == "sed" and any(_SED_EXEC.search(a) for a in _sed_scripts(args)):
-            return "sed's e command runs a shell command the policy cannot see"
         if name in ("tar", "bsdtar") and any(
                 a == "--absolute-names" or re.fullmatch(r"-[A-Za-z]*P[A-Za-z]*", a)
                 or k == 0 and re.fullmatch(r"[A-Za-z]*P[A-Za-z]*", a)  # old style: xPf
@@ -124,25 +115,3 @@ def opaque_reach(cmd: SimpleCommand) -> str | None:
             return "pax extracts absolute and .. member names as they are"
     return None
 
-
-def _sed_scripts(args: tuple[str, ...]) -> list[str]:
-    """The script texts of a sed argv: every ``-e X``/``--expression=X`` value, else the
-    first operand (an option's value is never taken for the script)."""
-    scripts, i, first = [], 0, None
-    while i < len(args):
-        a = args[i]
-        if a in ("-e", "--expression") and i + 1 < len(args):
-            scripts.append(args[i + 1])
-            i += 2
-            continue
-        if a.startswith("--expression="):
-            scripts.append(a.split("=", 1)[1])
-        elif a.startswith("-e") and len(a) > 2:
-            scripts.append(a[2:])
-        elif a in ("-f", "--file", "-l", "--line-length"):
-            i += 2
-            continue
-        elif not a.startswith("-") and first is None:
-            first = a
-        i += 1
-    return scripts or ([first] if first is not None else [])

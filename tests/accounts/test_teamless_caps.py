@@ -10,6 +10,7 @@ from decimal import Decimal
 
 import pytest
 
+from accounts.money import usd
 from accounts.budgets import budget_reserve, budget_spent, reservations_settle
 from accounts.models import Budget, Membership, SpendReservation, Team
 from accounts.services import budget_set
@@ -92,14 +93,14 @@ def test_the_team_spend_page_counts_a_members_teamless_spend(people, login):
                             now=UsageRecord.objects.latest("id").created_at)
     assert from_cap == total  # the cap is checked against what the page shows
     page = login(boss).get(f"/spend/?team={team.pk}").content.decode()
-    shown = f"${total.quantize(D('0.0001')) if total < D('0.01') else total.quantize(D('0.01'))}"
+    shown = usd(total)  # the interface's one money format (accounts/money.py)
     assert f'id="spend-today">{shown}<' in page
     assert f'id="spend-total">{shown}<' in page
     assert f'id="budget-{budget.pk}-spent">{shown} spent this day<' in page
     members = page.split('id="members-table"')[1].split("</table>")[0]
     assert "mia" in members and personal.title in page  # her session is in "By session"
     member = login(boss).get(f"/spend/?team={team.pk}&member={mia.pk}").content.decode()
-    mine = f"${teamless.quantize(D('0.0001')) if teamless < D('0.01') else teamless.quantize(D('0.01'))}"
+    mine = usd(teamless)
     assert f'id="spend-total">{mine}<' in member
     # mia's own page lists the team cap as hers, with the same figure
     own = login(mia).get("/spend/").content.decode()

@@ -1,7 +1,7 @@
 """A second user's attack (2026-12-03) on the local backend with no OS confinement
 (HERMES_LOCAL_CONFINEMENT=none): ``cat /proc/self/cwd/../../secret_key`` read the secret key,
 ``python3 -c "open('..'+'/2/x','w')"`` wrote into another user's workspace, ``sed '1e ...'``
-and ``tar -xPf`` reached past the workspace, ``ps eww`` printed the worker's environment, all
+(through /proc/self/cwd) and ``tar -xPf`` reached past the workspace, ``ps eww`` printed the worker's environment, all
 without a question; and what did ask (``cat ../2/secret``) the attacker approved himself.
 
 Now: a path through a process's cwd/root/descriptors asks under every mode; where the policy
@@ -33,6 +33,7 @@ THROUGH_A_PROCESS = [
     "cat /dev/fd/../cwd/../../secret_key", "cd /proc/self/cwd && cat ../../secret_key",
     "sqlite3 /proc/self/cwd/../../hermes.sqlite3 .dump", "cat /proc/1/fd/3",
     "ls /proc/self/root/etc", "ps eww -o args -p 1", "ps auxe",
+    "sed -n '1e head -c 20 /proc/self/cwd/../..\\/hermes.sqlite3' README.md",
     "python3 -c \"open('/proc/self/cwd/../2/'+'planted.txt','w').write('owned')\"",
 ]
 """Spellings whose target only the running command can resolve: they ask in every mode."""
@@ -41,7 +42,6 @@ UNFOLLOWABLE = [
     "python3 -c \"import os; open(os.environ['T'], 'w').write('owned')\"",
     "python3 -c \"import os;d=os.getcwd();open(d[:d.find('-data')]+'/x.py','w')\"",
     "perl -e 'open F,\"<\",chr(47).\"etc\".chr(47).\"hostname\"; print <F>'",
-    "sed -n '1e id' README.md", "sed '/x/,$e uname' README.md",
     "tar -xPf evil.tar", "tar xPf evil.tar", "unzip -: evil.zip", "cpio -idv < evil.cpio",
     "awk 'BEGIN{system(\"id\")}'", "awk '{print > $2}' list.txt", "node -e 'require(\"fs\")'",
 ]
