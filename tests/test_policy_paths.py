@@ -170,6 +170,7 @@ def test_processes_are_spawned_only_by_the_command_backends():
 
 APPS = ["django.contrib.admin", "django.contrib.auth", "django.contrib.contenttypes",
         "django.contrib.sessions", "django.contrib.messages", "django.contrib.staticfiles",
+        "django.contrib.humanize",
         "channels", "django_htmx", "template_partials", "axes", "accounts", "sessions",
         "approvals"]
 ORIGIN = (b"origin", b"http://127.0.0.1:8000")

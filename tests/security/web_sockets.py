@@ -15,6 +15,7 @@ from hermes_web.asgi import websocket_application
 
 APPS = ["django.contrib.admin", "django.contrib.auth", "django.contrib.contenttypes",
         "django.contrib.sessions", "django.contrib.messages", "django.contrib.staticfiles",
+        "django.contrib.humanize",
         "channels", "django_htmx", "template_partials", "axes", "accounts", "sessions",
         "approvals"]
 """available_apps for the transactional tests (see tests/sessions/test_consumers.py)."""

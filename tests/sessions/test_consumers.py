@@ -27,6 +27,7 @@ from sessions.services import session_create
 # side table (sessions migration 0002, a foreign key to messages) needs on PostgreSQL.
 APPS = ["django.contrib.admin", "django.contrib.auth", "django.contrib.contenttypes",
         "django.contrib.sessions", "django.contrib.messages", "django.contrib.staticfiles",
+        "django.contrib.humanize",
         "channels", "django_htmx", "template_partials", "axes", "accounts", "sessions",
         "approvals"]
 pytestmark = pytest.mark.django_db(transaction=True, available_apps=APPS)
