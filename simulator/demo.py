@@ -5,6 +5,11 @@ It only calls tools the request offers; without tools (a finalizer call) it answ
 Tool names and argument shapes are those of agents/tools/ (read_file, write_file, patch,
 search_files, terminal, skills_list, skill_view, session_search). Rule matching and wire
 rendering live in ``simulator.script`` and the API modules.
+
+It acts only on the asker's own words (``simulator.framing.instruction``): a scheduled run's
+prompt, a webhook's instructions, a skill's body and arguments, a child's goal; never a
+schedule's or webhook's name, a payload, a summary or any other text the harness framed
+them with.
 """
 
 from __future__ import annotations
