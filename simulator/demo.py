@@ -5,6 +5,11 @@ It only calls tools the request offers; without tools (a finalizer call) it answ
 Tool names and argument shapes are those of agents/tools/ (read_file, write_file, patch,
 search_files, terminal, skills_list, skill_view, session_search). Rule matching and wire
 rendering live in ``simulator.script`` and the API modules.
+
+It acts only on the asker's own words (``simulator.framing.instruction``): a scheduled run's
+prompt, a webhook's instructions, a skill's body and arguments, a child's goal; never a
+schedule's or webhook's name, a payload, a summary or any other text the harness framed
+them with.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import json
 import re
 from typing import Any
 
+from simulator.framing import instruction
 from simulator.script import Reply, ScriptRequest, ToolCallSpec, ToolExchange
 
 LABEL = "(simulated model)"
@@ -53,8 +59,6 @@ steer correction is in curly quotes because it is typed inside a running slow de
 
 DEFAULT_DELEGATED = ("list the files", "read README.md", "search workspace")
 """The tasks of "delegate three tasks" when the user names none."""
-_GOAL = re.compile(r"^Goal:\n(.+?)(?:\n\n|\Z)", re.MULTILINE | re.DOTALL)
-"""A child agent's first message (agents/tools/delegate.py child_prompt) names its goal."""
 
 
 def _text(text: str) -> Reply:
@@ -232,14 +236,13 @@ def demo_policy(request: ScriptRequest) -> Reply:
     """The default script (see module docstring). Never raises."""
     overtaken = _overtaken(request)
     if overtaken and request.tool_names:
-        return _corrected(request, request.last_user_text, overtaken)
+        return _corrected(request, instruction(request), overtaken)
     if request.tool_results:
         lines = [_summary(x) for x in request.tool_results]
         return _text(f"{LABEL} Here is what the tools returned:\n" + "\n".join(lines))
-    text = request.last_user_text
-    goal = _GOAL.search(text)
-    if goal is not None:  # a child agent: only its goal is an instruction
-        text = goal.group(1).strip()
+    # Only the asker's own words are instructions: never a schedule's or webhook's name,
+    # a payload, a skill's or a child's briefing, or a summary (simulator/framing.py).
+    text = instruction(request)
     if not request.tool_names:
         return _text(f"{LABEL} Summary: the conversation so far had {request.iteration} "
                      "assistant replies; no tools are available for this answer.")

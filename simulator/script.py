@@ -68,6 +68,9 @@ class ScriptRequest:
     - ``endpoint``: "anthropic" or "openai"; ``body``: the JSON body as received.
     - ``tool_names``: the tools offered (empty for a finalizer call).
     - ``last_user_text``: text of the newest user message that has text ("" if none).
+    - ``last_user_blocks``: that message's text blocks, in order, as sent (the Anthropic
+      wire merges consecutive user messages into one, so a summary the harness inserted
+      arrives as a block of its own before the person's; simulator.framing reads them).
     - ``tool_results``: the tool calls answered in the newest message(s), in order; empty
       unless the request ends with tool results (a text block after the results of the
       newest Anthropic user message is a new question: then empty, and that text is
@@ -82,6 +85,7 @@ class ScriptRequest:
     last_user_text: str
     tool_results: tuple[ToolExchange, ...]
     iteration: int
+    last_user_blocks: tuple[str, ...] = ()
 
     @classmethod
     def from_body(cls, endpoint: str, body: dict[str, Any]) -> ScriptRequest:
@@ -92,15 +96,16 @@ class ScriptRequest:
 
 def _from_anthropic(body: dict[str, Any]) -> ScriptRequest:
     messages = body.get("messages") or []
-    last_user = ""
+    last_user, last_blocks = "", ()
     for message in reversed(messages):
         if message.get("role") != "user":
             continue
         content = message.get("content")
-        text = content if isinstance(content, str) else "\n".join(
+        blocks = (content,) if isinstance(content, str) else tuple(
             str(b.get("text", "")) for b in content or [] if b.get("type") == "text")
+        text = "\n".join(blocks)
         if text:
-            last_user = text
+            last_user, last_blocks = text, blocks
             break
     exchanges: list[ToolExchange] = []
     last = messages[-1].get("content") if messages else None
@@ -118,7 +123,7 @@ def _from_anthropic(body: dict[str, Any]) -> ScriptRequest:
     return ScriptRequest(
         endpoint="anthropic", model=str(body.get("model", "")), body=body,
         tool_names=tuple(str(t.get("name")) for t in body.get("tools") or []),
-        last_user_text=last_user, tool_results=tuple(exchanges),
+        last_user_text=last_user, last_user_blocks=last_blocks, tool_results=tuple(exchanges),
         iteration=sum(1 for m in messages if m.get("role") == "assistant"))
 
 
@@ -137,8 +142,11 @@ def _text_follows_results(blocks: list[dict[str, Any]]) -> bool:
 
 def _from_openai(body: dict[str, Any]) -> ScriptRequest:
     messages = body.get("messages") or []
-    last_user = next((content_text(m.get("content")) for m in reversed(messages)
-                      if m.get("role") == "user" and content_text(m.get("content"))), "")
+    newest = next((m.get("content") for m in reversed(messages)
+                   if m.get("role") == "user" and content_text(m.get("content"))), "")
+    last_user = content_text(newest)
+    blocks = tuple(content_text([part]) for part in newest) if isinstance(newest, list) \
+        else (last_user,)
     exchanges: list[ToolExchange] = []
     tail = len(messages)
     while tail > 0 and messages[tail - 1].get("role") == "tool":
@@ -159,7 +167,8 @@ def _from_openai(body: dict[str, Any]) -> ScriptRequest:
         endpoint="openai", model=str(body.get("model", "")), body=body,
         tool_names=tuple(str((t.get("function") or {}).get("name"))
                          for t in body.get("tools") or []),
-        last_user_text=last_user, tool_results=tuple(exchanges),
+        last_user_text=last_user, last_user_blocks=tuple(b for b in blocks if b),
+        tool_results=tuple(exchanges),
         iteration=sum(1 for m in messages if m.get("role") == "assistant"))
 
 
