@@ -366,10 +366,12 @@
     var kept = " Your message was not sent; its text is still in the box.";
     if (status === 404) {
       return ["This session no longer exists (it was deleted)." + kept,
-              { href: "/", text: "Go to your sessions" }];
+              { href: sendError.dataset.sessionsUrl || "/", text: "Go to your sessions" }];
     }
-    if (status === 403) return ["You can no longer send messages in this session." + kept, null];
-    if (status === 401) return ["You are signed out. Log in again to send." + kept, { href: "/login/", text: "Log in" }];
+    if (status === 403) {
+      /* A lost access, or a CSRF refusal after signing out in another tab: reload to see which. */
+      return ["The server refused this message (403): you may have been signed out or lost access to this session." + kept + " Reload the page to check.", null];
+    }
     return ["The server could not take your message (error " + status + ")." + kept + " Try again.", null];
   }
   document.addEventListener("htmx:responseError", function (e) {
