@@ -123,14 +123,6 @@ def test_sending_in_a_deleted_session_says_so_and_keeps_the_text(server, browser
         page.wait_for_selector("#turn-status[data-state=idle]")
         session_url = page.url
 
-        # A network failure of the POST: said, and the text stays.
-        page.route("**/messages/", lambda route: route.abort("failed"))
-        send_message(page, "this one never leaves")
-        page.wait_for_selector("#send-error:visible")
-        assert "could not reach the server" in page.inner_text("#send-error").lower()
-        assert page.input_value("#composer-text") == "this one never leaves"
-        page.unroute("**/messages/")
-
         # Deleted in another tab, then sent here.
         other = context.new_page()
         other.set_default_timeout(WAIT_MS)
@@ -148,6 +140,27 @@ def test_sending_in_a_deleted_session_says_so_and_keeps_the_text(server, browser
         assert link.get_attribute("href") == "/"
         link.click()
         page.wait_for_url(f"{url}/")
+    finally:
+        context.close()
+
+
+def test_a_send_that_never_reaches_the_server_says_so_and_keeps_the_text(server, browser):
+    url, _, password = server
+    context, page = logged_in(browser, url, "demo", password)
+    page.set_default_timeout(WAIT_MS)
+    try:
+        click_new_session(page)
+        page.wait_for_selector("#composer-text")
+        wait_for_chat(page)
+        page.route("**/messages/", lambda route: route.abort("failed"))  # the network is down
+        send_message(page, "this one never leaves")
+        page.wait_for_selector("#send-error:visible")
+        assert "could not reach the server" in page.inner_text("#send-error").lower()
+        assert page.input_value("#composer-text") == "this one never leaves"
+        page.unroute("**/messages/")
+        page.press("#composer-text", "Enter")  # back online: sent, and the error goes
+        page.wait_for_selector("#send-error", state="hidden")
+        page.wait_for_selector(".msg-user >> text=this one never leaves")
     finally:
         context.close()
 
@@ -210,7 +223,7 @@ COLUMNS_FIT = """([sel, cells]) => {
 }"""
 
 
-def test_long_schedule_names_and_phone_rules_stay_in_view(server, browser):
+def test_long_schedule_names_keep_every_column_in_view(server, browser):
     url, _, password = server
     context, page = logged_in(browser, url, "demo", password,
                               viewport={"width": 1280, "height": 900})
@@ -229,7 +242,15 @@ def test_long_schedule_names_and_phone_rules_stay_in_view(server, browser):
         page.set_viewport_size(PHONE)
         page.goto(f"{url}/schedules/")
         assert page.evaluate("() => document.scrollingElement.scrollWidth") <= 390
+    finally:
+        context.close()
 
+
+def test_phone_always_rules_stack_instead_of_scrolling_sideways(server, browser):
+    url, _, password = server
+    context, page = logged_in(browser, url, "demo", password, viewport=PHONE)
+    page.set_default_timeout(WAIT_MS)
+    try:
         page.goto(f"{url}/approvals/rules/")
         # The header row is visually hidden there (read by screen readers), the cells are shown.
         fit = page.evaluate(COLUMNS_FIT, ["table.rules", "tbody td"])
