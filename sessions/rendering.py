@@ -432,6 +432,8 @@ def transcript_context(*, session: Session, user, request=None) -> dict:
                   for c in m.get("tool_calls") or [] if c.get("id") not in results}
     started = started_call_ids(session=session, ledgered=True, among=unanswered)
     notices = _budget_notices(session=session, last_seq=last_seq)
+    decided = _decided_approval_cards(session=session, user=user, last_seq=last_seq,
+                                      states=approvals)
     items: list[dict] = []
     shown_results: set[str] = set()
     for m in rows:
@@ -445,6 +447,8 @@ def transcript_context(*, session: Session, user, request=None) -> dict:
                                 started=started)
             shown_results.update(c.get("id") for c in m.get("tool_calls") or [])
             items.append({"kind": "message", "item": item})
+            for call in m.get("tool_calls") or []:
+                items.extend(decided.pop(call.get("id"), ()))
         items.extend(notices.pop(m["id"], ()))
     for rest in footers.values():
         items.extend(rest)
@@ -476,6 +480,36 @@ def transcript_context(*, session: Session, user, request=None) -> dict:
             "streaming_index": index, "queued": queued, "approval_cards": approval_cards,
             "status": {"state": state, "reason": visible_html(reason),
                        "turn_id": running.pk if running else None}}
+
+
+def _decided_approval_cards(*, session: Session, user, last_seq: int,
+                            states: dict[str, str]) -> dict[str, list[dict]]:
+    """The cards of decided approvals, as ``user`` sees them, keyed by tool call id, in the
+    order they were requested; each {"kind": "approval", "html"}.
+
+    The live page appends a card when approval.requested arrives (right after the reply
+    that made the call) and replaces it in place when approval.decided arrives, so the
+    decided card stays there; a reload drew pending cards only, and the decided card was
+    gone. Which approvals the page showed comes from those events up to ``last_seq`` (the
+    socket replays the rest); their current state comes from approvals/ (``states``: the
+    latest state per call), and a call's pending request is left to the pending cards at
+    the end of the transcript, as before."""
+    requested: dict[int, str] = {}
+    for payload in (RunEvent.objects.filter(session=session, type__in=APPROVAL_EVENTS,
+                                            seq__lte=last_seq)
+                    .order_by("seq").values_list("payload", flat=True)):
+        approval = (payload or {}).get("approval") or {}
+        if approval.get("id") is not None and approval.get("tool_call_id"):
+            requested.setdefault(approval["id"], approval["tool_call_id"])
+    latest = {call: approval_id for approval_id, call in sorted(requested.items())}
+    cards: dict[str, list[dict]] = {}
+    for approval_id, call in requested.items():
+        if latest[call] == approval_id and states.get(call) == "pending":
+            continue  # still waiting: drawn with the pending cards
+        html = APPROVALS.event_html(user=user, payload={"approval": {"id": approval_id}})
+        if html:
+            cards.setdefault(call, []).append({"kind": "approval", "html": SafeString(html)})
+    return cards
 
 
 NOTICES_KEPT = ("budget.warning",)

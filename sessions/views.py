@@ -319,11 +319,17 @@ def session_children_view(request: HttpRequest, session_id: int) -> JsonResponse
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def message_send_view(request: HttpRequest, session_id: int) -> HttpResponse:
     """Queue a message as a turn. htmx: the turn-status partial, or the composer with its
     error (400, retargeted to #composer). Without htmx: a redirect, or the page with the
-    error (400). Nothing is stored when the message is refused."""
+    error (400). Nothing is stored when the message is refused.
+
+    GET (the address opened from history or the address bar) leads to the session page: a
+    bare 405 has no body, and the browser showed its own error page instead."""
+    if request.method == "GET":
+        session = session_get(user=request.user, session_id=session_id)
+        return redirect("session_detail", session_id=session.pk)
     return _message_post(request, session_id, steer=False)
 
 
@@ -495,14 +501,21 @@ def search_view(request: HttpRequest) -> HttpResponse:
     """Titles of every session the user may read, and full-text recall over the messages of
     their own sessions (sessions/search.py: rewound messages excluded, summarised-away ones
     included, DESIGN.md §3; the query is never passed as search syntax)."""
-    q = SearchForm(request.GET).query()
+    form = SearchForm(request.GET)
+    q = form.query()
+    # A refused query (too long) used to read as an empty one: the page showed nothing under
+    # the box. Say why instead.
+    limit = SearchForm.base_fields["q"].max_length
+    error = "" if form.is_valid() else (
+        f"This search is too long: at most {limit} characters. Shorten it and search again.")
     sessions, hits = Session.objects.none(), []
     if q:
         visible = Session.objects.filter(session_visible_q(user=request.user))
         sessions = visible.filter(title__icontains=q).order_by("-last_activity_at")[:SEARCH_LIMIT]
         hits = [{"hit": hit, "snippet_html": snippet_html(hit.snippet)}
                 for hit in message_search(user=request.user, query=q, limit=SEARCH_LIMIT)]
-    return render(request, "sessions/search.html", {"q": q, "sessions": sessions, "hits": hits})
+    return render(request, "sessions/search.html",
+                  {"q": q, "sessions": sessions, "hits": hits, "error": error})
 
 
 def snippet_html(snippet: str) -> str:

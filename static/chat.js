@@ -344,6 +344,50 @@
       if (error) error.remove();
     }
   });
+  /* A composer POST that failed changed nothing, and htmx swaps nothing for a 403, 404 or
+     5xx, nor when the network is down (base.html responseHandling): the page used to stay
+     silent, a 404 in the console only (a session deleted from another tab). Say what
+     happened; the typed text stays in the box, and a session that is gone links to the list. */
+  var sendError = document.getElementById("send-error");
+  function fromComposer(elt) { return elt && (elt.id === "composer" || elt.id === "steer-button"); }
+  function showSendError(text, link) {
+    if (!sendError) return;
+    sendError.textContent = text;
+    if (link) {
+      var a = document.createElement("a");
+      a.href = link.href; a.textContent = link.text;
+      sendError.appendChild(document.createTextNode(" "));
+      sendError.appendChild(a);
+    }
+    sendError.hidden = false;
+    sendError.scrollIntoView({ block: "nearest" });
+  }
+  function sendFailure(status) {
+    var kept = " Your message was not sent; its text is still in the box.";
+    if (status === 404) {
+      return ["This session no longer exists (it was deleted)." + kept,
+              { href: sendError.dataset.sessionsUrl || "/", text: "Go to your sessions" }];
+    }
+    if (status === 403) {
+      /* A lost access, or a CSRF refusal after signing out in another tab: reload to see which. */
+      return ["The server refused this message (403): you may have been signed out or lost access to this session." + kept + " Reload the page to check.", null];
+    }
+    return ["The server could not take your message (error " + status + ")." + kept + " Try again.", null];
+  }
+  document.addEventListener("htmx:responseError", function (e) {
+    if (!fromComposer(e.detail.elt)) return;
+    var failure = sendFailure(e.detail.xhr.status);
+    showSendError(failure[0], failure[1]);
+  });
+  document.addEventListener("htmx:sendError", function (e) {
+    if (!fromComposer(e.detail.elt)) return;
+    showSendError("Could not reach the server. Your message was not sent; its text is still in the box. Try again when you are back online.", null);
+  });
+  /* A new attempt starts without the last failure's words: they would say the wrong thing
+     if this one fails differently, or linger once it succeeds. */
+  document.addEventListener("htmx:beforeRequest", function (e) {
+    if (fromComposer(e.detail.elt) && sendError) { sendError.hidden = true; sendError.textContent = ""; }
+  });
   window.addEventListener("online", function () {
     if (!socket && !closedForGood) { clearTimeout(retryTimer); connect(); }
   });

@@ -115,7 +115,7 @@ def test_rules_page_lists_hit_counts_and_revokes(people, session_a, login, ask):
     for _ in range(3):
         rule_hit(rule.pk)
     html = login(people["carol"]).get(reverse("approval_rules")).content.decode()
-    assert f'id="rule-{rule.pk}"' in html and '<td class="hits">3</td>' in html
+    assert f'id="rule-{rule.pk}"' in html and '<td class="hits" data-label="Hits">3</td>' in html
     assert f'id="rule-{rule.pk}"' not in login(people["bob"]).get(
         reverse("approval_rules")).content.decode()
     assert login(people["bob"]).post(
