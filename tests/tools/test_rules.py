@@ -132,7 +132,11 @@ def test_execute_code_is_allowed_in_the_sandbox_and_asks_on_the_host(policy_ctx)
     asked = decide(call, policy_ctx)
     assert (asked.verdict, asked.rule) == ("ask", "code_execution")
     assert decide(call, replace(policy_ctx, unattended=True)).verdict == "deny"
-    assert decide(call, replace(policy_ctx, bypass=True)).verdict == "allow"
+    # The bypass lets it through on a host Landlock confines; where the policy is the only
+    # guard it does not (agents/policy UNCONFINED: the requester may be the attacker).
+    assert decide(call, replace(policy_ctx, bypass=True, host_confined=True)).verdict == "allow"
+    unconfined = decide(call, replace(policy_ctx, bypass=True))
+    assert unconfined.verdict == "ask" and "unconfined" in unconfined.risk_classes
     assert decide(call, replace(policy_ctx, always_rules=("tool:execute_code",))
                   ).rule == "always_rule"
     assert decide(_call("execute_code", code="  "), sandboxed).verdict == "deny"
