@@ -115,7 +115,7 @@ def test_upload_writes_through_the_workspace_and_refuses_past_the_cap(alice, cli
     assert RunEvent.objects.filter(session=session, type="workspace.changed").count() == 1
     big = client.post(url, {"file": SimpleUploadedFile("big.bin", b"x" * 1001)}, **HTMX)
     assert big.status_code == 400
-    assert "the upload limit is 1,000 bytes" in big.content.decode()
+    assert "over the upload limit of 1,000 bytes" in big.content.decode()
     assert not (workspace_path(session) / "big.bin").exists()
     hidden = client.post(url, {"file": SimpleUploadedFile(".env", b"A=1")}, **HTMX)
     assert hidden.status_code == 400 and "starting with a dot" in hidden.content.decode()
