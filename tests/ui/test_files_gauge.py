@@ -125,6 +125,20 @@ def test_upload_writes_through_the_workspace_and_refuses_past_the_cap(alice, cli
     assert none.status_code == 400 and "Choose a file" in none.content.decode()
 
 
+def test_the_upload_label_and_refusal_name_the_cap_with_the_same_number(alice, client_for,
+                                                                       hermes_settings):
+    hermes_settings.HERMES = {**hermes_settings.HERMES, "UPLOAD_MAX_BYTES": 2_000_000}
+    session = session_create(user=alice)
+    client = client_for(alice)
+    panel = client.get(reverse("session_files", args=[session.pk]), **HTMX).content.decode()
+    assert "Upload a file (up to 2 MB (2,000,000 bytes))" in panel
+    big = client.post(reverse("file_upload", args=[session.pk]),
+                      {"file": SimpleUploadedFile("big.bin", b"x" * 2_000_001)}, **HTMX)
+    assert big.status_code == 400
+    assert ("“big.bin” is 2,000,001 bytes, over the upload limit of 2 MB (2,000,000 bytes)."
+            in big.content.decode())
+
+
 def test_team_admin_reads_files_but_cannot_upload(alice, make_user, client_for):
     session = session_create(user=alice)
     carol = make_user("carol", team="red", role="admin")
