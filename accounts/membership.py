@@ -190,15 +190,14 @@ def user_create(*, actor, username: str, password: str, team_id: int | None = No
     return user
 
 
-def team_name_taken(name: str, *, exclude_pk: int | None = None) -> str:
-    """The name of an existing team (other than ``exclude_pk``) that ``name`` matches
-    regardless of case, as stored ("" when none). ``name`` is compared as it would be stored
-    (sessions/visible.py visible_line), like the database constraint Team.Meta holds."""
+def team_name_taken(name: str) -> str:
+    """The name of an existing team that ``name`` matches regardless of case, as stored
+    ("" when none). ``name`` is compared as it would be stored (sessions/visible.py
+    visible_line), with the database's lower(), as the constraint in Team.Meta is; a rename
+    in the Django admin is held by that constraint's own message."""
     stored = visible_line(name.strip(), Team._meta.get_field("name").max_length)
     rows = Team.objects.annotate(lower_name=Lower("name")).filter(
-        lower_name=Lower(Value(stored)))  # the database's lower(), as the constraint's
-    if exclude_pk is not None:
-        rows = rows.exclude(pk=exclude_pk)
+        lower_name=Lower(Value(stored)))
     return rows.values_list("name", flat=True).first() or ""
 
 
