@@ -1,8 +1,9 @@
 """Django admin for teams, memberships, budgets and operator rate overrides (staff only)."""
 
 from django.contrib import admin
-from django.db import transaction
+from django.db import models, transaction
 
+from accounts.forms import UsdDecimalField
 from accounts.models import Budget, Membership, RateOverride, Team
 from accounts.services import budget_audit
 
@@ -34,6 +35,8 @@ class BudgetAdmin(admin.ModelAdmin):
                     "updated_at"]
     list_filter = ["scope", "period", "unknown_policy"]
     raw_id_fields = ["user", "session", "updated_by"]
+    # Amounts go through the one parser of typed money (accounts/money.py amount_text).
+    formfield_overrides = {models.DecimalField: {"form_class": UsdDecimalField}}
     readonly_fields = ["updated_by", "updated_at"]
 
     def save_model(self, request, obj, form, change):
@@ -67,3 +70,4 @@ class RateOverrideAdmin(admin.ModelAdmin):
     list_display = ["provider", "model", "input", "output", "cache_read", "cache_write_5m",
                     "cache_write_1h", "updated_at"]
     search_fields = ["provider", "model"]
+    formfield_overrides = {models.DecimalField: {"form_class": UsdDecimalField}}

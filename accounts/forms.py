@@ -7,9 +7,24 @@ from __future__ import annotations
 from django import forms
 
 from accounts.models import Budget
+from accounts.money import AMOUNT_HINT, amount_parse, amount_text
 from accounts.spend import range_validate
-from agents.spend_caps import limit_parse
 from agents.policy.command_rules import RISK_SEVERITY
+
+
+class UsdDecimalField(forms.DecimalField):
+    """A DecimalField for USD typed in the Django admin (budget caps, rate overrides): the
+    text passes accounts/money.py amount_text first, so "1,5" gets the same sentence as on
+    /spend/ instead of a bare "Enter a number."."""
+
+    def to_python(self, value):
+        if value in self.empty_values:
+            return None
+        try:
+            value = amount_text(value)
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc), code="invalid") from exc
+        return super().to_python(value)
 
 
 class SpendRangeForm(forms.Form):
@@ -39,7 +54,7 @@ class BudgetForm(forms.Form):
     member = forms.IntegerField(required=False)
     period = forms.ChoiceField(choices=Budget.Period.choices)
     limit = forms.CharField(required=False, max_length=30,
-                            help_text="USD, e.g. 20 or 0.05; empty removes the budget")
+                            help_text=f"USD: {AMOUNT_HINT}; empty removes the budget")
     unknown_policy = forms.ChoiceField(choices=Budget.UnknownPolicy.choices,
                                        initial=Budget.UnknownPolicy.BLOCK)
 
@@ -47,7 +62,7 @@ class BudgetForm(forms.Form):
         raw = self.cleaned_data.get("limit", "").strip()
         if raw:
             try:
-                limit_parse(raw)
+                amount_parse(raw)
             except ValueError as exc:
                 raise forms.ValidationError(str(exc)) from exc
         return raw

@@ -6,7 +6,7 @@ teams. Every write is one transaction with an AuditEntry ("team.member_add",
 "team.member_role", "team.member_remove", "team.member_invite", "team.invite_accept",
 "team.invite_decline", "user.create", "team.create"). A team always
 keeps at least one admin: demoting or removing the last one is refused. Who may act is
-checked here (team_get_for_admin: Http404 for anyone else; staff_check: Http404 for a
+checked here (team_get_for_manager: a team's admins and staff, Http404 for anyone else; staff_check: Http404 for a
 non-staff user, so the pages' existence is not revealed).
 """
 
@@ -15,13 +15,15 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import QuerySet
+from django.db.models import QuerySet, Value
+from django.db.models.functions import Lower
 from django.http import Http404
 
 from accounts.models import Membership, Team, TeamInvitation
-from accounts.services import team_get_for_admin
+from accounts.services import team_get_for_manager
 from approvals.models import AuditEntry
 from sessions.models import Session
+from sessions.visible import visible_line
 
 ROLES = {Membership.Role.MEMBER.value, Membership.Role.ADMIN.value}
 
@@ -60,8 +62,8 @@ def team_member_add(*, actor, team_id: int, username: str, role: str = "member"
     A team admin who is not staff: invite them (a TeamInvitation they accept or decline on
     their Settings page; nothing is granted until then). Http404 unless ``actor`` is an
     admin of the team; ValidationError for an unknown user, a bad role, someone already in
-    the team or already invited."""
-    team = team_get_for_admin(user=actor, team_id=team_id)
+    the team or already invited. Staff may add to any team."""
+    team = team_get_for_manager(user=actor, team_id=team_id)
     role = _role(role)
     user = get_user_model().objects.filter(username=(username or "").strip()).first()
     if user is None:
@@ -134,9 +136,9 @@ def _keep_an_admin(team: Team, membership: Membership, action: str) -> None:
 
 
 def team_member_role_set(*, actor, team_id: int, user_id: int, role: str) -> Membership:
-    """Set a member's role. Http404 unless ``actor`` administers the team; ValidationError
-    for a bad role, a non-member, or demoting the last admin."""
-    team = team_get_for_admin(user=actor, team_id=team_id)
+    """Set a member's role. Http404 unless ``actor`` administers the team or is staff;
+    ValidationError for a bad role, a non-member, or demoting the last admin."""
+    team = team_get_for_manager(user=actor, team_id=team_id)
     role = _role(role)
     with transaction.atomic():
         membership = _membership_locked(team, user_id)
@@ -153,8 +155,8 @@ def team_member_role_set(*, actor, team_id: int, user_id: int, role: str) -> Mem
 
 def team_member_remove(*, actor, team_id: int, user_id: int) -> None:
     """Remove a member from the team (their sessions stay theirs). Http404 unless ``actor``
-    administers the team; ValidationError for a non-member or the last admin."""
-    team = team_get_for_admin(user=actor, team_id=team_id)
+    administers the team or is staff; ValidationError for a non-member or the last admin."""
+    team = team_get_for_manager(user=actor, team_id=team_id)
     with transaction.atomic():
         membership = _membership_locked(team, user_id)
         if membership.role == Membership.Role.ADMIN:
@@ -188,6 +190,17 @@ def user_create(*, actor, username: str, password: str, team_id: int | None = No
     return user
 
 
+def team_name_taken(name: str) -> str:
+    """The name of an existing team that ``name`` matches regardless of case, as stored
+    ("" when none). ``name`` is compared as it would be stored (sessions/visible.py
+    visible_line), with the database's lower(), as the constraint in Team.Meta is; a rename
+    in the Django admin is held by that constraint's own message."""
+    stored = visible_line(name.strip(), Team._meta.get_field("name").max_length)
+    rows = Team.objects.annotate(lower_name=Lower("name")).filter(
+        lower_name=Lower(Value(stored)))
+    return rows.values_list("name", flat=True).first() or ""
+
+
 def team_create(*, actor, name: str, admin_username: str = "") -> Team:
     """Create a team (staff only: Http404 otherwise) with an optional first admin.
     ValidationError for an empty, over-long (100) or taken name, or an unknown user."""
@@ -200,6 +213,10 @@ def team_create(*, actor, name: str, admin_username: str = "") -> Team:
         admin = get_user_model().objects.filter(username=admin_username.strip()).first()
         if admin is None:
             raise ValidationError(f"No user is called “{admin_username.strip()}”.")
+    taken = team_name_taken(name)
+    if taken:
+        raise ValidationError(f"A team called “{taken}” exists already; team names must "
+                              "differ by more than upper and lower case.")
     try:
         with transaction.atomic():
             team = Team.objects.create(name=name)

@@ -7,6 +7,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
+from django.db.models.functions import Lower
 from django.utils import timezone
 
 from accounts.money import usd
@@ -26,6 +27,8 @@ class Team(models.Model):
     """A group of users; its admins review approvals raised by its members."""
 
     # Hidden and control characters stored as visible escapes (sessions/visible.py).
+    # Unique regardless of case too (the Meta constraint): "demo" and "DEMO" side by side on
+    # /people/, in menus and in audit lines cannot be told apart by the people reading them.
     name = VisibleCharField(max_length=100, unique=True)
     # Risk classes (agents/policy/__init__.py Decision.risk_class) that only a team admin may approve,
     # so a member cannot approve their own request for them.
@@ -35,6 +38,12 @@ class Team(models.Model):
     deny_rules = models.JSONField(default=list, blank=True,
                                   help_text="Command patterns denied for every member.")
     created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(
+            Lower("name"), name="uniq_team_name_ci",
+            violation_error_message="A team with this name exists already (names are "
+                                    "compared without regard to case).")]
 
     def __str__(self) -> str:
         return self.name
@@ -118,9 +127,14 @@ class Budget(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["scope", "user", "team", "session", "period"],
-                                    name="uniq_budget_per_scope_period",
-                                    nulls_distinct=False),
+            # One cap per owner and period. Written as one partial unique index per scope,
+            # not one index with nulls_distinct=False: SQLite has no NULLS NOT DISTINCT, so
+            # Django skipped that constraint there (models.W047) and embedded mode had no
+            # uniqueness at all. With budget_scope_matches_owner below, exactly one owner
+            # column is set for each scope, so these three say the same on both databases.
+            *[models.UniqueConstraint(fields=[owner, "period"], condition=models.Q(scope=owner),
+                                      name=f"uniq_budget_{owner}_period")
+              for owner in ("user", "team", "session")],
             models.CheckConstraint(
                 condition=(models.Q(scope="user", user__isnull=False, team__isnull=True,
                                     session__isnull=True)

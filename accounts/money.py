@@ -21,9 +21,10 @@ sentences users read are rewritten here (``cap_text``, ``warning_text``, ``refus
 
 from __future__ import annotations
 
+import re
 from decimal import ROUND_DOWN, Decimal, InvalidOperation
 
-from agents.spend_caps import Cap
+from agents.spend_caps import Cap, limit_parse
 from agents.spend_caps import cap_text as engine_cap_text
 
 PLACES = Decimal("0.0001")
@@ -51,6 +52,37 @@ def usd(amount: Decimal | str | float | int | None) -> str:
         if text.endswith("0") and len(text.split(".")[1]) > 2:
             text = text[:-1]
     return f"{sign}${text}"
+
+
+AMOUNT_SYNTAX = re.compile(r"(-?)\$?(\d+(?:\.\d*)?|\.\d+)")
+"""What a typed amount may be: digits with at most one dot for cents, an optional leading
+"$" (and "-", so that a negative amount is refused by its range, with that reason). No
+comma, space, apostrophe or underscore: "1,5" is $1.50 to half the world and $15 to
+the other half, "1.000,50" and "1 000" the same, so the form refuses them instead of
+guessing (a new user's 1,5 once became a cap of $15.00)."""
+
+AMOUNT_HINT = "use a dot for cents and no thousands separators, e.g. 1.50 or 1000"
+
+
+def amount_text(raw: object) -> str:
+    """THE syntax check of every amount of money a person types (budgets on /spend/, caps
+    and rate overrides in the Django admin): ``raw`` stripped and without its "$", as
+    ``Decimal`` reads it. Raises ValueError naming the problem for anything else, in
+    particular a decimal comma or a grouping separator."""
+    text = str(raw).strip()
+    match = AMOUNT_SYNTAX.fullmatch(text)
+    if not match:
+        if re.search(r"[,\s'’_]", text):
+            raise ValueError(f"“{text}” is ambiguous: {AMOUNT_HINT}")
+        raise ValueError(f"“{text}” is not an amount in dollars: {AMOUNT_HINT}")
+    return match[1] + match[2]
+
+
+def amount_parse(raw: object) -> Decimal:
+    """A budget typed by a person as USD: ``amount_text``'s syntax, then agents/spend_caps.py
+    limit_parse's range (at least $0.01, at most its maximum, stored to 1/100 of a cent).
+    Raises ValueError with the sentence to show."""
+    return limit_parse(amount_text(raw))
 
 
 def cap_text(cap: Cap) -> str:

@@ -15,8 +15,8 @@ from django.db import transaction
 from django.http import Http404
 
 from accounts.models import Budget, Membership, Team
+from accounts.money import amount_parse
 from agents.policy.command_rules import RISK_SEVERITY
-from agents.spend_caps import limit_parse
 from approvals.models import AuditEntry
 from sessions.events import event_append
 from sessions.models import Turn
@@ -27,6 +27,12 @@ def team_admin_may(*, user, team: Team) -> bool:
     """Staff, or an admin of ``team``."""
     return bool(user.is_staff or Membership.objects.filter(
         user=user, team=team, role=Membership.Role.ADMIN).exists())
+
+
+def team_admin_of(*, user, team: Team) -> bool:
+    """``user`` is one of ``team``'s admins (staff or not)."""
+    return Membership.objects.filter(user=user, team=team,
+                                     role=Membership.Role.ADMIN).exists()
 
 
 def budget_set(*, actor, scope: str, period: str, limit: object, team: Team | None = None,
@@ -64,7 +70,7 @@ def budget_set(*, actor, scope: str, period: str, limit: object, team: Team | No
     value: Decimal | None = None
     if not remove:
         try:
-            value = limit_parse(limit)
+            value = amount_parse(limit)
         except ValueError as exc:
             raise ValidationError(str(exc)) from exc
     keys = {"scope": scope, "period": period, "team": team if scope == "team" else None,
@@ -149,6 +155,19 @@ def team_get_for_admin(*, user, team_id: int) -> Team:
     if team is None:
         raise Http404("No such team")
     return team
+
+
+def team_get_for_manager(*, user, team_id: int) -> Team:
+    """The team ``team_id`` when ``user`` may manage its members: one of its admins, or
+    staff (who create teams and users on /people/ and add members directly, so they manage
+    the members of any team, also one they are not in). Http404 for anyone else, as
+    team_get_for_admin."""
+    if user.is_authenticated and user.is_staff:
+        team = Team.objects.filter(pk=team_id).first()
+        if team is None:
+            raise Http404("No such team")
+        return team
+    return team_get_for_admin(user=user, team_id=team_id)
 
 
 def team_policy_set(*, user, team_id: int, admin_only_risk_classes: list[str]) -> Team:

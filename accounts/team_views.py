@@ -18,10 +18,11 @@ from django.urls import reverse_lazy
 from django.views.decorators.http import require_http_methods
 
 from accounts.models import Membership, Team
-from accounts.services import team_get_for_admin
+from accounts.services import team_admin_of, team_get_for_manager
 from accounts.membership import (invitation_answer, staff_check, team_create,
                                  team_invitations, team_member_add, team_member_remove,
-                            team_member_role_set, team_members, team_sessions, user_create)
+                                 team_member_role_set, team_members, team_name_taken,
+                                 team_sessions, user_create)
 
 ROLE_CHOICES = Membership.Role.choices
 
@@ -50,6 +51,16 @@ class TeamCreateForm(forms.Form):
     admin_username = forms.CharField(max_length=150, required=False,
                                      label="First admin (username, optional)")
 
+    def clean_name(self):
+        """The name, refused when a team's name differs from it only by case."""
+        name = self.cleaned_data["name"]
+        taken = team_name_taken(name)
+        if taken:
+            raise forms.ValidationError(
+                f"A team called “{taken}” exists already; team names must differ by more "
+                "than upper and lower case.")
+        return name
+
 
 def _int(value: str) -> int | None:
     return int(value) if value and value.isascii() and value.isdigit() and len(value) < 19 \
@@ -59,9 +70,11 @@ def _int(value: str) -> int | None:
 @login_required
 @require_http_methods(["GET", "POST"])
 def team_members_view(request: HttpRequest, team_id: int) -> HttpResponse:
-    """A team's members and sessions, for its admins (404 for anyone else). POST
-    ``action``: add (username, role), role (user_id, role) or remove (user_id)."""
-    team = team_get_for_admin(user=request.user, team_id=team_id)
+    """A team's members and sessions, for its admins and staff (404 for anyone else). POST
+    ``action``: add (username, role), role (user_id, role) or remove (user_id). Staff
+    outside the team manage its members; the sessions and the approval policy stay with its
+    admins (those pages 404 for them), so they are not linked."""
+    team = team_get_for_manager(user=request.user, team_id=team_id)
     add_form = MemberAddForm(request.POST if request.POST.get("action") == "add" else None)
     error, status = "", 200
     if request.method == "POST":
@@ -96,6 +109,7 @@ def team_members_view(request: HttpRequest, team_id: int) -> HttpResponse:
     return render(request, "accounts/team_members.html", {
         "team": team, "members": team_members(team=team), "sessions": team_sessions(team=team),
         "invitations": team_invitations(team=team),
+        "is_team_admin": team_admin_of(user=request.user, team=team),
         "add_form": add_form, "error": error, "roles": ROLE_CHOICES}, status=status)
 
 

@@ -93,7 +93,14 @@ class ApprovalShown:
 
     @property
     def total_text(self) -> str:
+        """"9 characters": the argument text of the request, all arguments together."""
         return plural(self.total_chars, "character")
+
+    @property
+    def summary_text(self) -> str:
+        """The arguments block's heading, "2 arguments, 9 characters" ("Arguments: 2, 9
+        characters in all" read as a list of two numbers)."""
+        return f"{plural(len(self.arguments), 'argument')}, {self.total_text}"
 
 
 def _leaves(value, name: str = "") -> Iterator[tuple[str, str, bool]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django import forms
 
+from agents.schedule_rules import MAX_INTERVAL_SECONDS, MIN_INTERVAL_SECONDS
 from schedules.models import Schedule
 from sessions.selectors import session_list
 
@@ -23,8 +24,15 @@ class ScheduleForm(forms.Form):
     cron_expression = forms.CharField(required=False, max_length=100,
                                       help_text="minute hour day-of-month month day-of-week, "
                                                 "UTC; e.g. */15 * * * *")
-    interval_seconds = forms.IntegerField(required=False, min_value=1, error_messages={
-        "invalid": "The interval must be a whole number of seconds."})
+    # The field's bounds are agents/schedule_rules.py's, with its sentences: 0 or -5 get the
+    # same "shortest interval is 60 seconds" as 59, not Django's "greater than or equal to 1".
+    interval_seconds = forms.IntegerField(
+        required=False, min_value=MIN_INTERVAL_SECONDS, max_value=MAX_INTERVAL_SECONDS,
+        error_messages={
+            "invalid": "The interval must be a whole number of seconds.",
+            "min_value": f"The shortest interval is {MIN_INTERVAL_SECONDS} seconds (each run "
+                         "is a whole model turn).",
+            "max_value": "The longest interval is 366 days; use a cron expression instead."})
     target = forms.ChoiceField(choices=Schedule.Target.choices,
                                initial=Schedule.Target.SESSION, widget=forms.RadioSelect)
     session = forms.ModelChoiceField(queryset=None, required=False,

@@ -49,6 +49,23 @@ def upload_max_bytes() -> int:
     return int(settings.HERMES.get("UPLOAD_MAX_BYTES") or UPLOAD_MAX_BYTES_DEFAULT)
 
 
+def upload_limit_text(limit: int | None = None) -> str:
+    """The upload cap as the files panel's label and the refusal both write it: decimal
+    megabytes and the exact bytes, "10 MB (10,000,000 bytes)" (a cap under 1 MB: "2,000 bytes"). One wording in both places:
+    the label once said "9.5 MB" (binary) beside an error in bytes, two numbers for one cap."""
+    limit = upload_max_bytes() if limit is None else limit
+    if limit < 1_000_000:  # "0.01 MB" would say less than the bytes beside it
+        return f"{limit:,} bytes"
+    megabytes = f"{limit / 1_000_000:.2f}".rstrip("0").rstrip(".")
+    return f"{megabytes} MB ({limit:,} bytes)"
+
+
+def upload_too_big_text(name: str, size: int) -> str:
+    """The refusal of a file over the cap: "“big.bin” is 11,000,000 bytes, over the upload
+    limit of 10 MB (10,000,000 bytes)."."""
+    return f"“{name}” is {size:,} bytes, over the upload limit of {upload_limit_text()}."
+
+
 @dataclass(frozen=True, slots=True)
 class Entry:
     """One listed entry: ``path`` relative to the workspace root, ``depth`` (0 at the
@@ -169,8 +186,7 @@ def file_upload(*, session: Session, name: str, data: bytes) -> str:
                               "(the harness keeps its own files under such names).")
     limit = upload_max_bytes()
     if len(data) > limit:
-        raise ValidationError(f"“{base}” is {len(data):,} bytes; the upload limit is "
-                              f"{limit:,} bytes.")
+        raise ValidationError(upload_too_big_text(base, len(data)))
     try:
         replaced = workspace_for(session).write_bytes(base, data)
     except ToolError as exc:

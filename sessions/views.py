@@ -30,7 +30,8 @@ from sessions.search import message_search
 from sessions.rendering import event_frame, transcript_context, viewer_label
 from sessions.selectors import (Sidebar, event_list_after, message_list_display, session_get, session_list, session_list_team,
                                 session_visible_q)
-from sessions.files import file_preview, file_read, file_tree, file_upload, upload_max_bytes
+from sessions.files import (file_preview, file_read, file_tree, file_upload, upload_limit_text,
+                            upload_max_bytes, upload_too_big_text)
 from sessions.gauge import gauge_events, session_context_gauge
 from sessions.services import (DELETE_GONE, message_edit, message_id_parse, provider_choices,
                                session_archive, session_create_or_reuse, session_delete,
@@ -228,7 +229,7 @@ def _files_context(request: HttpRequest, session, path: str, error: str = "") ->
         except ValidationError as exc:
             error = " ".join(exc.messages)
     return {"session": session, "entries": entries, "truncated": truncated,
-            "preview": preview, "files_error": error, "upload_max": upload_max_bytes(),
+            "preview": preview, "files_error": error, "upload_limit": upload_limit_text(),
             "can_write": session.owner_id == request.user.pk}
 
 
@@ -261,8 +262,7 @@ def file_upload_view(request: HttpRequest, session_id: int) -> HttpResponse:
     if upload is None:
         error = "Choose a file to upload."
     elif upload.size > upload_max_bytes():
-        error = (f"“{upload.name}” is {upload.size:,} bytes; the upload limit is "
-                 f"{upload_max_bytes():,} bytes.")
+        error = upload_too_big_text(upload.name, upload.size)
     else:
         try:
             path = file_upload(session=session, name=upload.name, data=upload.read())

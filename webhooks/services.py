@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import secrets
 from dataclasses import dataclass, field
 
@@ -34,12 +35,16 @@ from django.utils import timezone
 from agents.cache import register_stable_prefix
 from agents.messages import Message as AgentMessage
 from agents.unattended import webhook_message
-from agents.webhook_signature import replay_key, verify
+from agents.webhook_signature import SIGNATURE, Verdict, replay_key, verify
 from sessions.models import Session, Turn
 from sessions.services import turn_start
 from webhooks.models import Webhook, WebhookDelivery
 
 log = logging.getLogger("hermes.webhooks")
+HEX_SIGNATURE = re.compile(r"sha256=([0-9a-fA-F]+)")
+"""A signature in the right form whatever its length: "sha256=deadbeef" was sent, and signed
+wrongly (a truncated digest, another hash), rather than missing."""
+
 MAX_INSTRUCTIONS_CHARS = 10_000
 
 
@@ -125,6 +130,22 @@ def _refuse(hook: Webhook, status: int, reason: str, *, delivery_id: str, size: 
     return Reception(status, {"ok": False, "error": reason})
 
 
+def _signature_verdict(verdict: Verdict, signature: str | None) -> Verdict:
+    """``verdict``, with a clearer reason when the signature was refused for its form but is
+    ``sha256=`` and hex of the wrong length: it is there and does not match, so "missing or
+    malformed" would send the sender looking for a header they did send. Only the reason
+    changes (status 401, nothing accepted)."""
+    value = (signature or "").strip()
+    if verdict.ok or verdict.status != 401 or SIGNATURE.fullmatch(value):
+        return verdict  # accepted, a header before it refused, or checked against the HMAC
+    match = HEX_SIGNATURE.fullmatch(value)
+    if match is None:
+        return verdict
+    return Verdict(False, 401, "signature does not match: X-Hermes-Signature must be "
+                               "sha256= and 64 hex digits (HMAC-SHA256); this one has "
+                               f"{len(match.group(1))}")
+
+
 def webhook_receive(*, token: str, headers, body: bytes, now: float | None = None,
                     declared_length: int | None = None) -> Reception:
     """Handle one inbound request (order and outcomes in the module docstring).
@@ -145,6 +166,7 @@ def webhook_receive(*, token: str, headers, body: bytes, now: float | None = Non
                      signature=headers.get("X-Hermes-Signature"), delivery_id=delivery_id,
                      body=body, now=timezone.now().timestamp() if now is None else now,
                      window=conf["REPLAY_WINDOW_SECONDS"])
+    verdict = _signature_verdict(verdict, headers.get("X-Hermes-Signature"))
     if not verdict.ok:
         return _refuse(hook, verdict.status, verdict.reason, delivery_id=delivery_id, size=size)
     try:

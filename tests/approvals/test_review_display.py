@@ -88,6 +88,19 @@ def test_patch_edits_show_each_old_and_new_text(session_a, ask, people):
     assert "edits[1].new_string" in card and new in card and "a = 2" in card
 
 
+def test_the_arguments_heading_reads_as_a_count_and_a_length(session_a, ask, people):
+    session, turn = session_a
+    row = ask(session, turn, tool="write_file", rule="protected_file",
+              risk_class="instruction_file", command="AGENTS.md",
+              arguments=json.dumps({"path": "AGENTS.md", "content": "hi"}))
+    card = approval_card_html(row, people["alice"])
+    assert "<summary>2 arguments, 11 characters</summary>" in card
+    assert "in all" not in card and "Arguments:" not in card
+    one = ask(session, turn, command="ls")
+    assert "<summary>1 argument, 2 characters</summary>" in approval_card_html(
+        one, people["alice"])
+
+
 def test_execute_code_shows_its_code_and_names_the_tool(people, session_a, login, ask):
     session, turn = session_a
     code = "import os\nfor name in os.listdir('.'):\n    print(name)\nos.system('id')\n"

@@ -268,7 +268,7 @@ def test_workspace_panel_tree_preview_upload_and_tool_writes(server, browser, tm
     big.write_bytes(b"x" * 2001)
     page.set_input_files("#upload-file", str(big))
     page.click(".upload-form button")
-    page.wait_for_selector("#files-error >> text=the upload limit is 2,000 bytes")
+    page.wait_for_selector("#files-error >> text=over the upload limit of 2,000 bytes")
     # A name with folders is saved under its last part, and the panel says so (a user's
     # finding: "../../escape.txt" became "escape.txt" silently). The response is read, as
     # the workspace.changed refresh may redraw the panel without the notice at any moment.

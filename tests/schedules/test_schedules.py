@@ -59,6 +59,18 @@ def test_create_page_explains_a_bad_cron_expression_and_stores_nothing(alice, lo
         task="schedules.fire").exists()
 
 
+@pytest.mark.parametrize("interval", ["0", "-5", "1", "59"])
+def test_every_interval_below_60_gets_the_same_sentence(alice, login, interval):
+    session = session_create(user=alice)
+    response = login(alice).post("/schedules/", _form(kind="interval", interval_seconds=interval,
+                                                      session=session.pk))
+    page = response.content.decode()
+    assert response.status_code == 400
+    assert "The shortest interval is 60 seconds" in page
+    assert "greater than or equal" not in page and 'min="60"' in page
+    assert not Schedule.objects.exists()
+
+
 def test_create_stores_the_beat_row_and_the_page_shows_description_and_next_runs(alice, login):
     session = session_create(user=alice)
     client = login(alice)

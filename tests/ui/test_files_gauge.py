@@ -115,7 +115,7 @@ def test_upload_writes_through_the_workspace_and_refuses_past_the_cap(alice, cli
     assert RunEvent.objects.filter(session=session, type="workspace.changed").count() == 1
     big = client.post(url, {"file": SimpleUploadedFile("big.bin", b"x" * 1001)}, **HTMX)
     assert big.status_code == 400
-    assert "the upload limit is 1,000 bytes" in big.content.decode()
+    assert "over the upload limit of 1,000 bytes" in big.content.decode()
     assert not (workspace_path(session) / "big.bin").exists()
     hidden = client.post(url, {"file": SimpleUploadedFile(".env", b"A=1")}, **HTMX)
     assert hidden.status_code == 400 and "starting with a dot" in hidden.content.decode()
@@ -123,6 +123,20 @@ def test_upload_writes_through_the_workspace_and_refuses_past_the_cap(alice, cli
     assert sneaky.status_code == 200 and (workspace_path(session) / "x.txt").exists()
     none = client.post(url, {}, **HTMX)
     assert none.status_code == 400 and "Choose a file" in none.content.decode()
+
+
+def test_the_upload_label_and_refusal_name_the_cap_with_the_same_number(alice, client_for,
+                                                                       hermes_settings):
+    hermes_settings.HERMES = {**hermes_settings.HERMES, "UPLOAD_MAX_BYTES": 2_000_000}
+    session = session_create(user=alice)
+    client = client_for(alice)
+    panel = client.get(reverse("session_files", args=[session.pk]), **HTMX).content.decode()
+    assert "Upload a file (up to 2 MB (2,000,000 bytes))" in panel
+    big = client.post(reverse("file_upload", args=[session.pk]),
+                      {"file": SimpleUploadedFile("big.bin", b"x" * 2_000_001)}, **HTMX)
+    assert big.status_code == 400
+    assert ("“big.bin” is 2,000,001 bytes, over the upload limit of 2 MB (2,000,000 bytes)."
+            in big.content.decode())
 
 
 def test_team_admin_reads_files_but_cannot_upload(alice, make_user, client_for):

@@ -8,8 +8,14 @@ else can see them."""
 
 from __future__ import annotations
 
+import html
 import json
+import re
+import shlex
+import subprocess
 import time
+from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from django.test import Client
@@ -111,6 +117,76 @@ def test_refused_deliveries_are_4xx_and_store_only_the_log(hook, case, status, r
     logged = WebhookDelivery.objects.get()
     assert (logged.outcome, logged.status_code, logged.message_text, logged.turn) == (
         "rejected", status, "", None)
+
+
+@pytest.mark.parametrize("signature", ["sha256=deadbeef", "sha256=" + "a" * 63,
+                                       "sha256=" + "0" * 65])
+def test_a_well_formed_signature_of_the_wrong_length_does_not_match(hook, signature):
+    response = post(hook, b'{"ok": true}', signature=signature)
+    error = response.json()["error"]
+    assert response.status_code == 401
+    assert error.startswith("signature does not match") and "64 hex digits" in error
+    assert "missing" not in error and not Turn.objects.exists()
+
+
+def test_a_signature_that_is_not_sha256_hex_is_still_malformed(hook):
+    response = post(hook, b'{"ok": true}', signature="sha1=deadbeef")
+    assert response.status_code == 401
+    assert "missing or malformed X-Hermes-Signature" in response.json()["error"]
+
+
+def _curl_as_pasted(script: str, env: dict[str, str]) -> tuple[dict[str, str], bytes, str]:
+    """Run a shell example as pasted, in bash, with ``curl`` a function that prints the
+    arguments it was given (everything else, date, openssl and python3, is the real one);
+    the headers, body and URL that curl would have sent."""
+    run = subprocess.run(["bash", "-euc", 'curl() { printf "%s\\0" "$@"; }\n' + script],
+                         capture_output=True, env={"PATH": "/usr/bin:/bin", **env}, check=True,
+                         timeout=30)
+    args = run.stdout.decode().split("\0")[:-1]
+    headers, body = {}, b""
+    for flag, value in zip(args, args[1:]):
+        if flag == "-H":
+            name, _, text = value.partition(": ")
+            headers[name] = text
+        elif flag == "-d":
+            body = value.encode()
+    url = next(a for a in args if a.startswith("http"))
+    return headers, body, url
+
+
+def _post_as_curl(headers: dict[str, str], body: bytes, url: str):
+    """What curl would have sent, through the test client (CSRF enforced, as curl has none)."""
+    meta = {"HTTP_" + k.upper().replace("-", "_"): v for k, v in headers.items()
+            if k != "Content-Type"}
+    return Client(enforce_csrf_checks=True).post(urlsplit(url).path, data=body,
+                                                 content_type=headers["Content-Type"], **meta)
+
+
+def test_the_pages_curl_example_works_as_pasted(alice, login):
+    session = session_create(user=alice)
+    client = login(alice)
+    client.post("/webhooks/", {"session": session.pk, "name": "deploys"})
+    hook = Webhook.objects.get()
+    page = client.get(f"/webhooks/{hook.pk}/").content.decode()
+    example = html.unescape(re.search(r"<pre>(ts=.*?)</pre>", page, re.S).group(1))
+    assert "uuidgen" not in example  # not installed on a fresh Debian
+    headers, body, url = _curl_as_pasted(example, {"SECRET": hook.secret})
+    assert re.fullmatch(r"[0-9a-f-]{36}", headers["X-Hermes-Delivery"])
+    response = _post_as_curl(headers, body, url)
+    assert response.status_code == 202, response.content
+
+
+def test_the_readme_curl_example_works_as_pasted(hook):
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = re.search(r"\n((?:    URL=.*\n)(?:    .*\n)+)", readme).group(1)
+    example = "\n".join(line[4:] for line in block.splitlines())
+    assert "uuidgen" not in example
+    example = example.replace("<token>", hook.token).replace("<secret>",
+                                                             shlex.quote(hook.secret))
+    headers, body, url = _curl_as_pasted(example, {})
+    assert url == f"http://127.0.0.1:8000/hooks/{hook.token}/"
+    response = _post_as_curl(headers, body, url)
+    assert response.status_code == 202, response.content
 
 
 def test_a_tampered_body_with_a_replayed_signature_is_refused(hook):
