@@ -6,6 +6,11 @@ followed it and htmx drew the whole login page inside the chat. Now such a reque
 401 with ``HX-Redirect`` to the login page, whose ``next`` is the page the user was on (the
 ``HX-Current-URL`` header, same origin only), so logging in brings them back to it; the chat
 keeps the typed text in sessionStorage (static/chat.js).
+
+MethodNotAllowedPageMiddleware: a form's address opened in the browser (from history, the
+address bar) was answered by require_POST with a bare 405, which the browser showed as its
+own error page. The status stays 405 for everybody, decided before any lookup (the access
+matrix: a wrong method reveals nothing), with a page that says what the address is for.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import resolve_url
+from django.template.loader import render_to_string
 from django.utils.http import url_has_allowed_host_and_scheme
 
 
@@ -41,3 +47,23 @@ class HtmxLoginRedirectMiddleware:
                                 status=401, content_type="text/plain")
         redirect["HX-Redirect"] = redirect_to_login(current).url
         return redirect
+
+
+class MethodNotAllowedPageMiddleware:
+    """Give a bodiless 405 answered to a page load a readable page (module docstring): the
+    page links to the address's parent (e.g. the session a send address belongs to), which
+    does its own access check. htmx and other non-page requests keep the bare 405."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if (response.status_code != 405 or response.content or getattr(request, "htmx", False)
+                or "text/html" not in request.headers.get("Accept", "")):
+            return response
+        parent = request.path.rstrip("/").rsplit("/", 1)[0] + "/"
+        page = HttpResponse(render_to_string("405.html", {"parent": parent}, request=request),
+                            status=405)
+        page["Allow"] = response.get("Allow", "")
+        return page

@@ -112,6 +112,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "hermes_web.middleware.HtmxLoginRedirectMiddleware",
+    "hermes_web.middleware.MethodNotAllowedPageMiddleware",
     "axes.middleware.AxesMiddleware",
 ]
 

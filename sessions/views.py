@@ -319,17 +319,12 @@ def session_children_view(request: HttpRequest, session_id: int) -> JsonResponse
 
 
 @login_required
-@require_http_methods(["GET", "POST"])
+@require_POST
 def message_send_view(request: HttpRequest, session_id: int) -> HttpResponse:
     """Queue a message as a turn. htmx: the turn-status partial, or the composer with its
     error (400, retargeted to #composer). Without htmx: a redirect, or the page with the
-    error (400). Nothing is stored when the message is refused.
-
-    GET (the address opened from history or the address bar) leads to the session page: a
-    bare 405 has no body, and the browser showed its own error page instead."""
-    if request.method == "GET":
-        session = session_get(user=request.user, session_id=session_id)
-        return redirect("session_detail", session_id=session.pk)
+    error (400). Nothing is stored when the message is refused. (Opened in the browser by
+    GET: a 405 with a readable page, hermes_web/middleware.py.)"""
     return _message_post(request, session_id, steer=False)
 
 
