@@ -25,7 +25,7 @@ from agents.wording import plural
 from sessions.events import event_append, group_publish, session_group
 from sessions.hooks import APPROVALS, DELETION_HOOKS, TEAMS
 from sessions.leases import lease_live
-from sessions.models import Message, Session, Turn
+from sessions.models import Message, Session, Turn, UsageRecord
 from sessions.selectors import session_descendants
 from sessions.steer import STEER, turn_running
 from sessions.visible import visible_line
@@ -103,7 +103,7 @@ def session_create_or_reuse(*, user, provider: str = "") -> tuple[Session, bool]
     bumped so it heads the lists), else a new one (session_create, False).
 
     Empty and untouched: top level, not archived, not pinned, the default title, no message,
-    turn or event ever (a rename, a model change or a turn appends one), nothing of another
+    turn, event or billed call ever (a rename, a model change or a turn appends one), nothing of another
     app pointing at it (a schedule or webhook: DELETION_HOOKS' describe), and a workspace
     holding at most the welcome README as written. The check and the create run under a
     lock of the user's row (on SQLite, the IMMEDIATE transaction), so two concurrent POSTs
@@ -121,6 +121,8 @@ def session_create_or_reuse(*, user, provider: str = "") -> tuple[Session, bool]
             event_seq=0)
             .exclude(Exists(Turn.objects.filter(session=OuterRef("pk"))))
             .exclude(Exists(Message.objects.filter(session=OuterRef("pk"))))
+            # a provider call billed to it (a summariser, a cut turn) touched it too
+            .exclude(Exists(UsageRecord.objects.filter(session=OuterRef("pk"))))
             .order_by("-pk")[:REUSE_CANDIDATES])
         for session in candidates:
             if _untouched(session):

@@ -13,7 +13,7 @@ from django.urls import reverse
 
 from accounts.models import Membership, Team
 from schedules.services import schedule_create
-from sessions.models import Session
+from sessions.models import Session, UsageRecord
 from sessions.services import session_create, session_rename, turn_start, workspace_path
 from webhooks.services import webhook_create
 
@@ -50,7 +50,7 @@ def test_the_newest_empty_session_is_the_one_reused(login, alice):
 
 @pytest.mark.parametrize("touch", [
     "message", "renamed", "pinned", "archived", "file", "readme_edited", "other_team",
-    "schedule", "webhook",
+    "schedule", "webhook", "billed",
 ])
 @pytest.mark.django_db
 def test_a_touched_session_is_not_reused(login, alice, touch):
@@ -73,6 +73,9 @@ def test_a_touched_session_is_not_reused(login, alice, touch):
                         cron_expression="0 3 * * *", target="session", session=session)
     elif touch == "webhook":
         webhook_create(user=alice, session=session, name="ci")
+    elif touch == "billed":  # a provider call charged to it, with no message kept
+        UsageRecord.objects.create(session=session, user=alice, provider="simulator",
+                                   model="hermes-simulator", cost_usd="0.01")
     new = opened(login(alice).post(NEW))
     assert new != session.pk
     assert Session.objects.filter(owner=alice).count() == 2
