@@ -8,6 +8,7 @@ starts a turn.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -544,24 +545,46 @@ DELETE_CHILD = ("A child agent's session belongs to the session that delegated t
 DELETE_GONE = "That session was already deleted."
 
 
-def _delete_refusal(session: Session, family: list[int]) -> str:
+DELETE_LEASE_WAIT_SECONDS = 5.0
+"""How long a delete waits, holding no lock, for a worker that has no open turn left to let
+go of the session's lease: it releases right after a turn's end (its re-check of the
+queue), and a Delete pressed as the reply appears was refused as "busy" (seen in a
+browser test on a loaded host)."""
+
+
+def _delete_refusal(session: Session, family: list[int], *, lease: bool = True) -> str:
     """Why ``session`` cannot be deleted now ("" when it can): a child agent's session, or
-    a turn of it or of one of its child agents running, queued or waiting, or a worker
-    holding a turn lease of one of them."""
+    a turn of it or of one of its child agents running, queued or waiting, or (``lease``) a
+    worker holding a turn lease of one of them."""
     if session.parent_id is not None:
         return DELETE_CHILD
     if Turn.objects.filter(session_id__in=family, status__in=BUSY_STATUSES).exists():
         return DELETE_BUSY
-    if any(lease_live(session=member) for member in Session.objects.filter(pk__in=family)):
+    if lease and _lease_held(family):
         return DELETE_BUSY
     return ""
+
+
+def _lease_held(family: list[int]) -> bool:
+    return any(lease_live(session=member) for member in Session.objects.filter(pk__in=family))
+
+
+def _lease_settle(family: list[int]) -> None:
+    """Wait up to DELETE_LEASE_WAIT_SECONDS, outside any transaction (the worker's release
+    needs the row this delete will lock), while a worker holds the lease with no turn of the
+    family open; the locked check that follows decides either way."""
+    deadline = time.monotonic() + DELETE_LEASE_WAIT_SECONDS
+    while (time.monotonic() < deadline and _lease_held(family) and not Turn.objects.filter(
+            session_id__in=family, status__in=BUSY_STATUSES).exists()):
+        time.sleep(0.1)
 
 
 def session_delete_preview(*, session: Session) -> DeletionPreview:
     """What session_delete would do to ``session`` now (read-only)."""
     family = session_descendants(session.pk)
     return DeletionPreview(
-        busy=_delete_refusal(session, family),
+        # A lease with no open turn is a worker finishing up: the delete waits it out.
+        busy=_delete_refusal(session, family, lease=False),
         messages=Message.objects.filter(session=session).count(),
         children=len(family) - 1,
         effects=[line for hook in DELETION_HOOKS for line in hook.describe(session)])
@@ -583,6 +606,7 @@ def session_delete(*, session: Session, user) -> str:
     sockets are told to re-check, so they close with "not available". Returns the title."""
     if session.owner_id != user.pk:
         raise ValidationError("Only the session's owner can delete it.")
+    _lease_settle(session_descendants(session.pk))
     with transaction.atomic():
         _lock_lineage(session)
         current = Session.objects.filter(pk=session.pk).first()
