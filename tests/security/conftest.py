@@ -44,6 +44,12 @@ def bypass_flag(db: Path) -> int:
 
 
 @pytest.fixture
+def policy_only(hermes_settings, layout):
+    """The local backend with Landlock switched off: the policy is the only guard."""
+    hermes_settings.HERMES = {**hermes_settings.HERMES, "LOCAL_CONFINEMENT": "none"}
+
+
+@pytest.fixture
 def people(make_user, layout):
     """alice (member of red), carol (admin of red), bob (member of blue). Teams keep the
     default admin-only classes (destructive ones need an admin other than the requester)."""

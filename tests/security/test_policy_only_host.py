@@ -49,12 +49,6 @@ UNFOLLOWABLE = [
 and run under Landlock, where the kernel holds the boundary (the attack showed it held)."""
 
 
-@pytest.fixture
-def policy_only(hermes_settings, layout):
-    """The local backend with Landlock switched off: the policy is the only guard."""
-    hermes_settings.HERMES = {**hermes_settings.HERMES, "LOCAL_CONFINEMENT": "none"}
-
-
 @pytest.mark.parametrize("command", THROUGH_A_PROCESS)
 @pytest.mark.parametrize("confined", [False, True])
 def test_a_path_through_a_process_asks_in_every_mode(alice_session, people, command, confined):

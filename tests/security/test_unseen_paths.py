@@ -35,12 +35,6 @@ COMPUTED = [
 """Spellings whose target the policy cannot know before the command runs."""
 
 
-@pytest.fixture
-def policy_only(hermes_settings, layout):
-    """The local backend with Landlock switched off: the policy is the only guard."""
-    hermes_settings.HERMES = {**hermes_settings.HERMES, "LOCAL_CONFINEMENT": "none"}
-
-
 @pytest.mark.parametrize("command", COMPUTED)
 def test_a_computed_path_asks_where_the_policy_is_the_only_guard(
         policy_only, alice_session, people, command):
