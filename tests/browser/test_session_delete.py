@@ -67,6 +67,9 @@ def test_new_session_reuses_the_empty_one_and_delete_confirms_on_a_page(server, 
         page.goto(f"{url}/")
         second = new_session(page)
         send_message(page, "second chat")
+        # The reply first: right after the send the status can still read idle while the
+        # turn is queued, and a queued turn rightly refuses the delete (services mode).
+        page.wait_for_selector(".msg-assistant", timeout=WAIT_MS)
         page.wait_for_selector("#turn-status[data-state=idle]", timeout=WAIT_MS)
         page.goto(f"{url}/")
         row = page.locator(f'#session-{second.rstrip("/").rsplit("/", 1)[1]}')
