@@ -39,7 +39,6 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from accounts.models import Budget, Membership, SpendReservation, Team
-from accounts.money import refusal_text, warning_text
 from accounts.pricing import rate_overrides_load
 from accounts.spend import team_usage
 from agents.errors import TransportError, TurnCancelled
@@ -47,7 +46,7 @@ from agents.messages import ModelRequest
 from agents.pricing import rates_resolve
 from agents.spend_caps import (
     RESERVATION_TTL_SECONDS, BudgetExceeded, Cap, cap_decide, period_end, period_start,
-    worst_case_usd)
+    warning_text, worst_case_usd)
 from agents.context.tokens import estimate_payload_tokens
 from sessions.models import Session, UsageRecord
 from sessions.selectors import LINEAGE_WALK_MAX, session_descendants
@@ -200,8 +199,8 @@ def _try_reserve(session, budgets: list[Budget], worst: Decimal | None):
             decision = cap_decide(cap, spent=spent, reserved=reserved, now=now,
                                   cost_known=worst is not None, policy=budget.unknown_policy,
                                   worst=worst)
-            if not decision.allowed:  # the sentence users read names the cap exactly
-                return refusal_text(cap, decision.reason), cap, spent < cap.limit_usd and worst is not None
+            if not decision.allowed:
+                return decision.reason, cap, spent < cap.limit_usd and worst is not None
             admission.caps.append(cap)
             if decision.warn:
                 admission.warnings.append(warning_text(cap, spent=spent + reserved))

@@ -1,4 +1,5 @@
-"""THE money formatter of the interface, and the budget sentences written with it.
+"""The interface's money: ``usd`` (agents/spend_caps.py's one rule, with "—" for nothing)
+and the parser of amounts people type.
 
 Every dollar amount a person reads (session header and list, /spend/, budget caps, budget
 notices, usage lines, charts) goes through ``usd``; static/money.js is its twin for what the
@@ -15,43 +16,27 @@ beside "$0.12 spent (99%)", two numbers that contradicted each other. ``usd`` th
   reads as equal to it or above it, and a cap (four decimals at most) is always exact;
 - gives an amount under $0.0001 two significant digits ("$0.000012"), never "$0.0000".
 
-agents/spend_caps.py keeps its own ``usd`` for its log and error sentences; the budget
-sentences users read are rewritten here (``cap_text``, ``warning_text``, ``refusal_text``).
+The rule lives in agents/spend_caps.py ``usd``, so the budget sentences it writes (the
+warning, the refusal) name their amounts the same way as every page.
 """
 
 from __future__ import annotations
 
 import re
-from decimal import ROUND_DOWN, Decimal, InvalidOperation
+from decimal import Decimal, InvalidOperation
 
-from agents.spend_caps import Cap, limit_parse
-from agents.spend_caps import cap_text as engine_cap_text
-
-PLACES = Decimal("0.0001")
-"""The finest step shown for amounts of $0.0001 or more (the cap's storage precision)."""
-
+from agents.spend_caps import limit_parse
+from agents.spend_caps import usd as engine_usd
 
 def usd(amount: Decimal | str | float | int | None) -> str:
-    """An amount in USD as the interface writes it (see the module's rule): "$1,234.50",
-    "$0.125", "$0.0042", "$0.000012"; None or "" → "—". ``amount``: a Decimal, or anything
-    ``Decimal(str(amount))`` reads (a UsageRecord's string cost, an int)."""
+    """An amount in USD as the interface writes it: agents/spend_caps.py ``usd`` (the one
+    rule, shared with every budget sentence); None, "" or what is not a number → "—"."""
     if amount is None or amount == "":
         return "—"
     try:
-        value = Decimal(str(amount))
+        return engine_usd(amount)
     except InvalidOperation:
         return "—"
-    sign, value = ("-" if value < 0 else ""), abs(value)
-    if value == 0:
-        return "$0.00"
-    if value < PLACES:  # two significant digits, toward zero
-        step = Decimal(1).scaleb(value.adjusted() - 1)
-        return f"{sign}${value.quantize(step, rounding=ROUND_DOWN):f}"
-    text = f"{value.quantize(PLACES, rounding=ROUND_DOWN):,.4f}"
-    for _ in range(2):  # drop zeros past the cents: "0.1250" → "0.125", "20.0000" → "20.00"
-        if text.endswith("0") and len(text.split(".")[1]) > 2:
-            text = text[:-1]
-    return f"{sign}${text}"
 
 
 AMOUNT_SYNTAX = re.compile(r"(-?)\$?(\d+(?:\.\d*)?|\.\d+)")
@@ -83,24 +68,3 @@ def amount_parse(raw: object) -> Decimal:
     limit_parse's range (at least $0.01, at most its maximum, stored to 1/100 of a cent).
     Raises ValueError with the sentence to show."""
     return limit_parse(amount_text(raw))
-
-
-def cap_text(cap: Cap) -> str:
-    """"team budget of $0.125/day": agents/spend_caps.py cap_text's words with ``usd``."""
-    who = f"{cap.label} " if cap.label else ""
-    return f"{who}budget of {usd(cap.limit_usd)}/{cap.period}"
-
-
-def warning_text(cap: Cap, *, spent: Decimal) -> str:
-    """The 80% warning a user reads: "team budget of $0.125/day: $0.1249 spent (99%)".
-    ``spent``: USD settled plus reserved this period; the share is floored, like the
-    amounts, so it never reads 100% below the cap."""
-    share = int(spent * 100 / cap.limit_usd) if cap.limit_usd else 100
-    return f"{cap_text(cap)}: {usd(spent)} spent ({share}%)"
-
-
-def refusal_text(cap: Cap, reason: str) -> str:
-    """A refusal sentence of agents/spend_caps.py cap_decide with its cap written by
-    ``usd``: the sentence's words stay the engine's (reached / unknown cost), only the
-    amount it names changes ("$0.13" → "$0.125")."""
-    return reason.replace(engine_cap_text(cap), cap_text(cap), 1)

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import ROUND_DOWN, ROUND_HALF_UP, Decimal
 from typing import Literal
 
 from agents.pricing import PER_MILLION, Rates, rates_worst_input
@@ -121,11 +121,29 @@ def worst_case_usd(rates: Rates | None, *, prompt_estimate: int,
             + Decimal(max(max_tokens, 0)) * rates.output) / PER_MILLION
 
 
-def usd(amount: Decimal) -> str:
-    """"$20.00" (cents, half up); amounts under a cent keep four decimals ("$0.0042")."""
-    if abs(amount) < Decimal("0.01") and amount != 0:
-        return "$" + str(amount.quantize(Decimal("0.0001"), rounding=ROUND_HALF_UP))
-    return "$" + f"{amount.quantize(Decimal('0.01'), rounding=ROUND_HALF_UP):,}"
+USD_PLACES = Decimal("0.0001")
+"""The finest step shown for amounts of $0.0001 or more (a cap's storage precision)."""
+
+
+def usd(amount: Decimal | str | int | float) -> str:
+    """THE way an amount in USD is written, in every sentence and page: two to four
+    decimals, truncated toward zero (never rounded up past a cap), trailing zeros past the
+    cents dropped: "$1,234.50", "$0.125", "$0.0042"; under $0.0001 two significant digits
+    ("$0.000012"). A cap and a spend are then never shown contradicting each other (a
+    $0.125 cap read "$0.13" beside "$0.12 spent"). ``amount``: anything ``Decimal(str(x))``
+    reads; raises decimal.InvalidOperation otherwise (accounts/money.py handles None)."""
+    value = Decimal(str(amount))
+    sign, value = ("-" if value < 0 else ""), abs(value)
+    if value == 0:
+        return "$0.00"
+    if value < USD_PLACES:  # two significant digits, toward zero
+        step = Decimal(1).scaleb(value.adjusted() - 1)
+        return f"{sign}${value.quantize(step, rounding=ROUND_DOWN):f}"
+    text = f"{value.quantize(USD_PLACES, rounding=ROUND_DOWN):,.4f}"
+    for _ in range(2):  # "0.1250" → "0.125", "20.0000" → "20.00"
+        if text.endswith("0") and len(text.split(".")[1]) > 2:
+            text = text[:-1]
+    return f"{sign}${text}"
 
 
 def cap_decide(cap: Cap, *, spent: Decimal, reserved: Decimal, now: datetime,
